@@ -1,0 +1,26 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let swiftSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+]
+
+let package = Package(
+    name: "swift-coroutines",
+    platforms: [.macOS(.v15)],
+    products: [
+        .library(name: "Coroutines", targets: ["Coroutines"]),
+        .library(name: "QueuePool", targets: ["QueuePool"]),
+        .executable(name: "coroutines-demo", targets: ["coroutines-demo"]),
+    ],
+    targets: [
+        .target(name: "CCoroutines"),
+        .target(name: "QueuePool", swiftSettings: swiftSettings),
+        .target(name: "Coroutines", dependencies: ["CCoroutines", "QueuePool"], swiftSettings: swiftSettings),
+        .executableTarget(name: "coroutines-demo", dependencies: ["Coroutines", "QueuePool"], swiftSettings: swiftSettings),
+        .executableTarget(name: "coroutines-bench", dependencies: ["Coroutines", "CCoroutines"], swiftSettings: swiftSettings),
+        .testTarget(name: "CoroutinesTests", dependencies: ["Coroutines", "CCoroutines"], swiftSettings: swiftSettings),
+        .testTarget(name: "QueuePoolTests", dependencies: ["QueuePool"], swiftSettings: swiftSettings),
+    ]
+)

@@ -1,0 +1,133 @@
+// Context switch for x86_64, System V ABI.
+//
+// ccoro_switch(ccoro_context *from /* rdi */, const ccoro_context *to /* rsi */)
+// pushes the callee-saved registers (rbp, rbx, r12-r15), MXCSR and the x87 control word onto
+// the current stack, stores rsp in from->sp, loads to->sp and pops the same layout:
+//
+//   sp+0   MXCSR (4 bytes) | x87 control word (2 bytes) | pad
+//   sp+8   r15
+//   sp+16  r14
+//   sp+24  r13
+//   sp+32  r12
+//   sp+40  rbx
+//   sp+48  rbp
+//   sp+56  return address
+//
+// ccoro_make lays out that frame on a fresh stack with r12 = entry, r13 = arg and the return
+// address = ccoro_trampoline, which calls entry(arg) with a 16-byte aligned stack.
+#if defined(__x86_64__)
+
+#if defined(__APPLE__)
+#define SYM(x) _##x
+#define TYPE(x)
+#define SIZE(x)
+#else
+#define SYM(x) x
+#define TYPE(x) .type x, @function
+#define SIZE(x) .size x, .-x
+#endif
+
+    .text
+    .globl SYM(ccoro_switch)
+    .p2align 4
+    TYPE(SYM(ccoro_switch))
+SYM(ccoro_switch):
+    .cfi_startproc
+    pushq %rbp
+    .cfi_adjust_cfa_offset 8
+    .cfi_rel_offset %rbp, 0
+    pushq %rbx
+    .cfi_adjust_cfa_offset 8
+    .cfi_rel_offset %rbx, 0
+    pushq %r12
+    .cfi_adjust_cfa_offset 8
+    .cfi_rel_offset %r12, 0
+    pushq %r13
+    .cfi_adjust_cfa_offset 8
+    .cfi_rel_offset %r13, 0
+    pushq %r14
+    .cfi_adjust_cfa_offset 8
+    .cfi_rel_offset %r14, 0
+    pushq %r15
+    .cfi_adjust_cfa_offset 8
+    .cfi_rel_offset %r15, 0
+    subq $8, %rsp
+    .cfi_adjust_cfa_offset 8
+    stmxcsr (%rsp)
+    fnstcw 4(%rsp)
+
+    movq %rsp, (%rdi)
+    movq (%rsi), %rsp
+    // From here the frame is the target's, laid out identically, so the CFI above still holds.
+
+    ldmxcsr (%rsp)
+    fldcw 4(%rsp)
+    addq $8, %rsp
+    .cfi_adjust_cfa_offset -8
+    popq %r15
+    .cfi_adjust_cfa_offset -8
+    .cfi_restore %r15
+    popq %r14
+    .cfi_adjust_cfa_offset -8
+    .cfi_restore %r14
+    popq %r13
+    .cfi_adjust_cfa_offset -8
+    .cfi_restore %r13
+    popq %r12
+    .cfi_adjust_cfa_offset -8
+    .cfi_restore %r12
+    popq %rbx
+    .cfi_adjust_cfa_offset -8
+    .cfi_restore %rbx
+    popq %rbp
+    .cfi_adjust_cfa_offset -8
+    .cfi_restore %rbp
+    ret
+    .cfi_endproc
+    SIZE(SYM(ccoro_switch))
+
+// The first frame of every coroutine stack. Unwinders stop here: the return address is undefined.
+    .globl SYM(ccoro_trampoline)
+    .p2align 4
+    TYPE(SYM(ccoro_trampoline))
+SYM(ccoro_trampoline):
+    .cfi_startproc
+    .cfi_undefined %rip
+    movq %r13, %rdi
+    callq *%r12
+    ud2
+    .cfi_endproc
+    SIZE(SYM(ccoro_trampoline))
+
+// void ccoro_make(ccoro_context *ctx /* rdi */, void *stack_top /* rsi */,
+//                 void (*entry)(void *) /* rdx */, void *arg /* rcx */)
+    .globl SYM(ccoro_make)
+    .p2align 4
+    TYPE(SYM(ccoro_make))
+SYM(ccoro_make):
+    .cfi_startproc
+    andq $-16, %rsi
+    leaq -80(%rsi), %rax          // 64-byte switch frame + 16 bytes so the trampoline sees rsp % 16 == 0
+    movq $0, 72(%rax)             // a zero word above the frame (fake return address of the trampoline)
+    movq $0, 64(%rax)
+    leaq SYM(ccoro_trampoline)(%rip), %r8
+    movq %r8, 56(%rax)            // return address
+    movq $0, 48(%rax)             // rbp
+    movq $0, 40(%rax)             // rbx
+    movq %rdx, 32(%rax)           // r12 = entry
+    movq %rcx, 24(%rax)           // r13 = arg
+    movq $0, 16(%rax)             // r14
+    movq $0, 8(%rax)              // r15
+    movl $0x1F80, (%rax)          // default MXCSR
+    movw $0x037F, 4(%rax)         // default x87 control word
+    movw $0, 6(%rax)
+    movq %rax, (%rdi)
+    ret
+    .cfi_endproc
+    SIZE(SYM(ccoro_make))
+
+#endif
+
+#if defined(__ELF__)
+    .section .note.GNU-stack,"",%progbits
+#endif

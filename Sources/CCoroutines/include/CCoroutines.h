@@ -1,0 +1,179 @@
+// CCoroutines — the C and assembly floor of swift-coroutines. Not public API.
+//
+// * `ccoro_switch` / `ccoro_make`: the context switch (context_x86_64.S, context_arm64.S).
+// * `ccoro_stack_*`: stacks with PROT_NONE guard regions, and slab stacks with canaries (stack.c).
+// * `ccoro_signal_*`: the alternate signal stack and the stack-overflow reporter (signal.c).
+// * `ccoro_fiber_*`: ThreadSanitizer / AddressSanitizer fiber annotations (fiber.c).
+// * Thread-local slots behind static inline getters (do not touch the variables directly).
+#ifndef CCOROUTINES_H
+#define CCOROUTINES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/// A saved execution context: the stack pointer of a suspended stack. All registers the ABI
+/// requires to survive a call are pushed on that stack by `ccoro_switch`.
+typedef struct ccoro_context {
+  void *sp;
+} ccoro_context;
+
+/// Saves the current registers on the current stack, stores the stack pointer in `from->sp`,
+/// loads `to->sp` and returns into the context saved there.
+void ccoro_switch(ccoro_context *from, const ccoro_context *to);
+
+/// Lays out a first frame on a fresh stack so that switching to `ctx` calls `entry(arg)` on it.
+/// `stack_top` must be 16-byte aligned. `entry` must never return.
+void ccoro_make(ccoro_context *ctx, void *stack_top, void (*entry)(void *), void *arg);
+
+// MARK: - Stacks
+
+/// A stack: usable memory is [base, top); a guarded stack has a PROT_NONE region
+/// [guard_lo, base); a slab stack has a canary word at `canary` instead.
+typedef struct ccoro_stack {
+  void *top;
+  void *base;
+  void *guard_lo;
+  uint64_t *canary;   // NULL for guarded stacks
+  size_t size;        // usable bytes
+  void *mapping;      // guarded: the whole mapping; slab: the slab
+  size_t mapping_size;
+  size_t class_size;  // the size that was asked for (the pool key)
+  int is_slab;
+} ccoro_stack;
+
+#define CCORO_GUARD_SIZE ((size_t)64 * 1024)
+#define CCORO_CANARY_VALUE 0xC0C0A5A5DEADBEEFull
+
+/// Maps a guarded stack of `size` usable bytes (a multiple of the page size). Returns 0 on success.
+int ccoro_stack_map_guarded(size_t size, ccoro_stack *out);
+/// Unmaps a guarded stack.
+void ccoro_stack_unmap_guarded(ccoro_stack *stack);
+/// Maps a slab of `count` stacks of `size` bytes with one guard below the lowest; fills `out[0..<count]`.
+/// Each stack's canary lives in the top 64 bytes of the stack below it (memory that stack has
+/// already touched), so writing it costs no page. Returns 0 on success.
+int ccoro_stack_map_slab(size_t size, size_t count, ccoro_stack *out);
+/// Re-arms a slab stack's canary (call before each new use).
+static inline void ccoro_stack_arm_canary(const ccoro_stack *s) {
+  if (s->canary) *s->canary = CCORO_CANARY_VALUE;
+}
+/// Whether a slab stack's canary is intact (always true for guarded stacks).
+static inline int ccoro_stack_canary_ok(const ccoro_stack *s) {
+  return s->canary == NULL || *s->canary == CCORO_CANARY_VALUE;
+}
+/// The number of lines in /proc/self/maps (current mappings), or -1.
+long ccoro_current_map_count(void);
+/// vm.max_map_count, or -1 where there is no such limit.
+long ccoro_max_map_count(void);
+/// The page size.
+size_t ccoro_page_size(void);
+
+// MARK: - Thread-local slots (do not touch the variables directly)
+
+/// What the signal handler needs to know about the coroutine running on this thread.
+typedef struct ccoro_running {
+  void *guard_lo;
+  void *guard_hi;
+  const char *name;     // NUL-terminated, owned by the coroutine
+  size_t stack_size;
+} ccoro_running;
+
+extern _Thread_local void *ccoro_tls_coroutine_do_not_touch;
+extern _Thread_local void *ccoro_tls_scheduler_do_not_touch;
+extern _Thread_local const ccoro_running *ccoro_tls_running_do_not_touch;
+
+static inline void *ccoro_tls_coroutine(void) { return ccoro_tls_coroutine_do_not_touch; }
+static inline void ccoro_tls_set_coroutine(void *c, const ccoro_running *r) {
+  ccoro_tls_coroutine_do_not_touch = c;
+  ccoro_tls_running_do_not_touch = r;
+}
+static inline void *ccoro_tls_scheduler(void) { return ccoro_tls_scheduler_do_not_touch; }
+static inline void ccoro_tls_set_scheduler(void *s) { ccoro_tls_scheduler_do_not_touch = s; }
+
+/// Everything a coroutine needs while it owns a stack, in manually allocated memory (never a
+/// Swift class property, so `ccoro_switch` never receives the address of a property).
+typedef struct ccoro_stack_record {
+  ccoro_context context;
+  ccoro_stack stack;
+  ccoro_running running;
+  void *fake_stack;   // AddressSanitizer's fake stack of this fiber while it is switched out
+  void *fiber;        // ThreadSanitizer fiber, or NULL
+} ccoro_stack_record;
+
+// MARK: - Signals
+
+/// Installs (once per process) the SIGSEGV/SIGBUS handler that reports guard-region hits, and
+/// (once per thread) an alternate signal stack for the calling thread.
+void ccoro_signal_prepare_thread(void);
+/// Prints "coroutine stack overflow in '<name>' (stack size N bytes)" (and `why`) and aborts.
+void ccoro_report_overflow(const char *name, size_t stack_size, const char *why) __attribute__((noreturn));
+
+// MARK: - Sanitizer fibers
+
+/// A sanitizer fiber handle for a stack (NULL when no sanitizer is active).
+void *ccoro_fiber_create(void);
+void ccoro_fiber_destroy(void *fiber);
+/// The fiber of the calling thread's own stack.
+void *ccoro_fiber_current(void);
+/// Announces a switch to `fiber` whose stack is [bottom, bottom+size) (bottom NULL: a thread stack
+/// already known to the sanitizer). Call right before `ccoro_switch`; `finishing` is non-zero when
+/// the current stack is never resumed again.
+void ccoro_fiber_will_switch(void *fiber, const void *bottom, size_t size, void **fake_stack, int finishing);
+/// Call right after a `ccoro_switch` returns into a stack.
+void ccoro_fiber_did_switch(void *fake_stack);
+
+// MARK: - Dispatch main queue (Linux libdispatch exports these for CoreFoundation)
+
+/// The main queue's wake-up descriptor (an eventfd on Linux), or -1 where unavailable.
+int ccoro_dispatch_main_queue_fd(void);
+/// Drains blocks submitted to the main queue; main thread only.
+void ccoro_dispatch_main_queue_drain(void);
+
+// MARK: - Poller (epoll on Linux, kqueue on macOS)
+
+typedef struct ccoro_poll_event {
+  int fd;
+  int readable;
+  int writable;
+} ccoro_poll_event;
+
+/// Creates the poller and its wake-up descriptor(s); returns the poller fd or -1.
+int ccoro_poll_create(int *wake_read, int *wake_write);
+void ccoro_poll_wake(int wake_write);
+void ccoro_poll_drain_wake(int wake_read);
+/// Arms one-shot interest; returns 0 or errno.
+int ccoro_poll_arm(int pfd, int fd, int readable, int writable);
+void ccoro_poll_disarm(int pfd, int fd);
+/// Watches `fd` for readability persistently (level-triggered); returns 0 or errno.
+int ccoro_poll_watch(int pfd, int fd);
+/// Waits up to `timeout_ns` (-1: forever); returns the number of events written to `out`.
+int ccoro_poll_wait(int pfd, ccoro_poll_event *out, int max, long long timeout_ns);
+/// The calling thread's stack: lowest address and size.
+void ccoro_thread_stack_bounds(void **base, size_t *size);
+
+// MARK: - Misc
+
+/// Current thread's kernel id (gettid) or a stable per-thread number.
+uint64_t ccoro_thread_id(void);
+/// Starts a detached thread running fn(arg); returns 0 or an error number.
+int ccoro_thread_start(void (*fn)(void *), void *arg);
+/// Names the calling thread (truncated to the platform's limit).
+void ccoro_set_thread_name(const char *name);
+/// Monotonic clock in nanoseconds.
+static inline uint64_t ccoro_now_ns(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#include <time.h>
+static inline uint64_t ccoro_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+#endif

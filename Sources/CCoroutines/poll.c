@@ -1,0 +1,168 @@
+// The I/O readiness poller: epoll + eventfd on Linux, kqueue + a pipe on macOS. One-shot interest.
+#define _GNU_SOURCE
+#include "CCoroutines.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <unistd.h>
+
+#if defined(__linux__)
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+
+int ccoro_poll_create(int *wake_read, int *wake_write) {
+  int pfd = epoll_create1(EPOLL_CLOEXEC);
+  if (pfd < 0) return -1;
+  int efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (efd < 0) { close(pfd); return -1; }
+  struct epoll_event ev = {0};
+  ev.events = EPOLLIN;
+  ev.data.fd = efd;
+  epoll_ctl(pfd, EPOLL_CTL_ADD, efd, &ev);
+  *wake_read = efd;
+  *wake_write = efd;
+  return pfd;
+}
+
+void ccoro_poll_wake(int wake_write) {
+  uint64_t one = 1;
+  ssize_t r = write(wake_write, &one, sizeof one);
+  (void)r;
+}
+
+void ccoro_poll_drain_wake(int wake_read) {
+  uint64_t v;
+  while (read(wake_read, &v, sizeof v) > 0) {}
+}
+
+int ccoro_poll_arm(int pfd, int fd, int readable, int writable) {
+  struct epoll_event ev = {0};
+  ev.events = EPOLLONESHOT;
+  if (readable) ev.events |= EPOLLIN | EPOLLRDHUP;
+  if (writable) ev.events |= EPOLLOUT;
+  ev.data.fd = fd;
+  if (epoll_ctl(pfd, EPOLL_CTL_MOD, fd, &ev) == 0) return 0;
+  if (errno == ENOENT && epoll_ctl(pfd, EPOLL_CTL_ADD, fd, &ev) == 0) return 0;
+  return errno;
+}
+
+void ccoro_poll_disarm(int pfd, int fd) {
+  struct epoll_event ev = {0};
+  epoll_ctl(pfd, EPOLL_CTL_DEL, fd, &ev);
+}
+
+int ccoro_poll_watch(int pfd, int fd) {
+  struct epoll_event ev = {0};
+  ev.events = EPOLLIN;
+  ev.data.fd = fd;
+  return epoll_ctl(pfd, EPOLL_CTL_ADD, fd, &ev) == 0 ? 0 : errno;
+}
+
+int ccoro_poll_wait(int pfd, ccoro_poll_event *out, int max, long long timeout_ns) {
+  struct epoll_event evs[64];
+  if (max > 64) max = 64;
+  int timeout_ms = -1;
+  if (timeout_ns >= 0) {
+    long long ms = (timeout_ns + 999999) / 1000000;
+    timeout_ms = ms > 0x7fffffff ? 0x7fffffff : (int)ms;
+  }
+  int n = epoll_wait(pfd, evs, max, timeout_ms);
+  for (int i = 0; i < n; i++) {
+    uint32_t e = evs[i].events;
+    int err = (e & (EPOLLERR | EPOLLHUP)) != 0;
+    out[i].fd = evs[i].data.fd;
+    out[i].readable = err || (e & (EPOLLIN | EPOLLRDHUP)) != 0;
+    out[i].writable = err || (e & EPOLLOUT) != 0;
+  }
+  return n < 0 ? 0 : n;
+}
+
+#elif defined(__APPLE__)
+#include <sys/event.h>
+#include <sys/time.h>
+
+int ccoro_poll_create(int *wake_read, int *wake_write) {
+  int kq = kqueue();
+  if (kq < 0) return -1;
+  int fds[2];
+  if (pipe(fds) != 0) { close(kq); return -1; }
+  fcntl(fds[0], F_SETFL, O_NONBLOCK);
+  fcntl(fds[1], F_SETFL, O_NONBLOCK);
+  struct kevent kev;
+  EV_SET(&kev, fds[0], EVFILT_READ, EV_ADD, 0, 0, NULL);
+  kevent(kq, &kev, 1, NULL, 0, NULL);
+  *wake_read = fds[0];
+  *wake_write = fds[1];
+  return kq;
+}
+
+void ccoro_poll_wake(int wake_write) {
+  char b = 1;
+  ssize_t r = write(wake_write, &b, 1);
+  (void)r;
+}
+
+void ccoro_poll_drain_wake(int wake_read) {
+  char buf[64];
+  while (read(wake_read, buf, sizeof buf) > 0) {}
+}
+
+int ccoro_poll_arm(int pfd, int fd, int readable, int writable) {
+  struct kevent kev[2];
+  int n = 0;
+  if (readable) { EV_SET(&kev[n], fd, EVFILT_READ, EV_ADD | EV_ONESHOT, 0, 0, NULL); n++; }
+  if (writable) { EV_SET(&kev[n], fd, EVFILT_WRITE, EV_ADD | EV_ONESHOT, 0, 0, NULL); n++; }
+  return kevent(pfd, kev, n, NULL, 0, NULL) == 0 ? 0 : errno;
+}
+
+void ccoro_poll_disarm(int pfd, int fd) {
+  struct kevent kev[2];
+  EV_SET(&kev[0], fd, EVFILT_READ, EV_DELETE, 0, 0, NULL);
+  EV_SET(&kev[1], fd, EVFILT_WRITE, EV_DELETE, 0, 0, NULL);
+  kevent(pfd, &kev[0], 1, NULL, 0, NULL);
+  kevent(pfd, &kev[1], 1, NULL, 0, NULL);
+}
+
+int ccoro_poll_watch(int pfd, int fd) {
+  struct kevent kev;
+  EV_SET(&kev, fd, EVFILT_READ, EV_ADD, 0, 0, NULL);
+  return kevent(pfd, &kev, 1, NULL, 0, NULL) == 0 ? 0 : errno;
+}
+
+int ccoro_poll_wait(int pfd, ccoro_poll_event *out, int max, long long timeout_ns) {
+  struct kevent evs[64];
+  if (max > 64) max = 64;
+  struct timespec ts, *tsp = NULL;
+  if (timeout_ns >= 0) {
+    ts.tv_sec = timeout_ns / 1000000000LL;
+    ts.tv_nsec = timeout_ns % 1000000000LL;
+    tsp = &ts;
+  }
+  int n = kevent(pfd, NULL, 0, evs, max, tsp);
+  for (int i = 0; i < n; i++) {
+    int err = (evs[i].flags & (EV_ERROR | EV_EOF)) != 0;
+    out[i].fd = (int)evs[i].ident;
+    out[i].readable = evs[i].filter == EVFILT_READ || err;
+    out[i].writable = evs[i].filter == EVFILT_WRITE || err;
+  }
+  return n < 0 ? 0 : n;
+}
+#endif
+
+void ccoro_thread_stack_bounds(void **base, size_t *size) {
+  *base = NULL;
+  *size = 0;
+#if defined(__linux__)
+  pthread_attr_t attr;
+  if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+    pthread_attr_getstack(&attr, base, size);
+    pthread_attr_destroy(&attr);
+  }
+#elif defined(__APPLE__)
+  void *top = pthread_get_stackaddr_np(pthread_self());
+  size_t s = pthread_get_stacksize_np(pthread_self());
+  *base = (char *)top - s;
+  *size = s;
+#endif
+}

@@ -1,0 +1,107 @@
+import Dispatch
+import CCoroutines
+import Synchronization
+
+/// A box that carries a non-Sendable value between a coroutine and the thread that drives it.
+/// Sound only because both run on the same thread (runBlocking) or hand over through a
+/// synchronising call (thread start/continuation resume).
+final class UncheckedBox<Value>: @unchecked Sendable {
+    var value: Value
+    init(_ value: Value) { self.value = value }
+}
+
+extension Coroutine {
+    /// Runs `body` as a coroutine on the calling thread and blocks the thread until it and every
+    /// coroutine launched onto that thread's temporary scheduler have finished (Kotlin's
+    /// `runBlocking`).
+    ///
+    /// On the main thread it drives ``CoroutineScheduler/main``. If the body throws, the
+    /// coroutines still on that scheduler are cancelled and awaited, then the error is rethrown.
+    ///
+    /// ```swift
+    /// let answer = try Coroutine.runBlocking {
+    ///     try Coroutine.async { 42 }.await()
+    /// }
+    /// ```
+    ///
+    /// - Parameter body: The code to run as a coroutine.
+    /// - Returns: The body's value.
+    /// - Throws: `CoroutineError.nestedRunBlocking` inside a coroutine or on a thread that already
+    ///   drives a scheduler; `CoroutineError.blockingCooperativeThread` on a Swift concurrency
+    ///   thread (use ``run(_:)`` there); otherwise what the body throws.
+    /// - Suspends: no — it blocks the calling plain thread.
+    @available(*, noasync, message: "runBlocking blocks the thread; use `try await Coroutine.run { … }`")
+    public static func runBlocking<Value>(_ body: () throws -> Value) throws -> Value {
+        if Coroutine.current != nil || ccoro_tls_scheduler() != nil { throw CoroutineError.nestedRunBlocking }
+        if withUnsafeCurrentTask(body: { $0 != nil }) { throw CoroutineError.blockingCooperativeThread }
+        let scheduler = isMainThread()
+            ? CoroutineScheduler.main
+            : CoroutineScheduler(name: "runBlocking", qos: .default, kind: .temporary)
+        return try drive(scheduler, body)
+    }
+
+    /// Runs `body` on a fresh temporary scheduler thread with ``runBlocking(_:)``'s semantics and
+    /// awaits it without blocking: the form for async code and tests.
+    ///
+    /// Cancelling the awaiting task cancels the body and every coroutine on that scheduler.
+    ///
+    /// - Parameter body: The code to run as a coroutine.
+    /// - Returns: The body's value.
+    /// - Throws: What the body throws (`CancellationError` if cancelled).
+    /// - Suspends: the calling task (not a coroutine) until the scheduler has drained.
+    public static func run<Value: Sendable>(_ body: @escaping @Sendable () throws -> Value) async throws -> Value {
+        let scheduler = CoroutineScheduler(name: "Coroutine.run", qos: .default, kind: .temporary)
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Value, any Error>) in
+                spawnThread(name: "Coroutine.run") {
+                    continuation.resume(with: Result { try drive(scheduler, body) })
+                }
+            }
+        } onCancel: {
+            scheduler.cancelAllFromAnyThread()
+        }
+    }
+
+    /// Drives `scheduler` on the calling thread until `body` and everything launched onto the
+    /// scheduler finished.
+    private static func drive<Value>(_ scheduler: CoroutineScheduler, _ body: () throws -> Value) throws -> Value {
+        let result = UncheckedBox<Result<Value, any Error>?>(nil)
+        let bodyError = UncheckedBox<Bool>(false)
+        withoutActuallyEscaping(body) { body in
+            let unchecked = UncheckedBox(body)
+            let c = Coroutine(scheduler: scheduler, name: "runBlocking", stackSize: nil,
+                              reportsUnobservedErrors: false, rejectUnstarted: { result.value = .failure($0) },
+                              body: {
+                                  do {
+                                      result.value = .success(try unchecked.value())
+                                  } catch {
+                                      result.value = .failure(error)
+                                      bodyError.value = true
+                                      throw error
+                                  }
+                              })
+            c.start(parent: nil)
+            var cancelledOthers = false
+            scheduler.drive {
+                if bodyError.value && !cancelledOthers {
+                    cancelledOthers = true
+                    scheduler.cancelAll()
+                    return false
+                }
+                return scheduler.liveCount == 0
+            }
+            if scheduler.kind == .temporary { scheduler.close() }
+        }
+        guard let r = result.value else {
+            preconditionFailure("internal inconsistency: runBlocking's coroutine ended without a result")
+        }
+        return try r.get()
+    }
+}
+
+extension CoroutineScheduler {
+    /// Cancels all coroutines from any thread (by a job on the loop if needed).
+    func cancelAllFromAnyThread() {
+        if isOnOwnThread { cancelAll() } else { execute { [self] in cancelAll() } }
+    }
+}

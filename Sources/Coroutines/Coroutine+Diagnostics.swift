@@ -1,0 +1,69 @@
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+extension Coroutine {
+    private static let unobservedHandlerStorage = Mutex<@Sendable (Coroutine, any Error) -> Void>(Coroutine.defaultUnobservedErrorHandler)
+
+    /// Called once for an error thrown by a `launch` body (other than `CancellationError`) that no
+    /// coroutine was joining when it finished.
+    ///
+    /// The default writes one line to standard error naming the coroutine. The handler runs on
+    /// the coroutine's scheduler thread, outside any coroutine; it must not block.
+    /// - Threading: reading and replacing the handler are thread-safe.
+    public static var unobservedErrorHandler: @Sendable (Coroutine, any Error) -> Void {
+        get { unobservedHandlerStorage.withLock { $0 } }
+        set { unobservedHandlerStorage.withLock { $0 = newValue } }
+    }
+
+    static let defaultUnobservedErrorHandler: @Sendable (Coroutine, any Error) -> Void = { coroutine, error in
+        let line = "swift-coroutines: unobserved error in \(coroutine.name.map { "'\($0)'" } ?? "an unnamed coroutine") on \(coroutine.scheduler.name): \(error)\n"
+        line.withCString { _ = write(2, $0, strlen($0)) }
+    }
+
+    /// A report of every live coroutine: name, scheduler, state and what it waits on, one per line.
+    ///
+    /// For debugging hangs. The states of coroutines on other threads may change while the
+    /// report is built.
+    /// - Suspends: no. Thread-safe.
+    /// - Complexity: O(live coroutines).
+    public static func dumpAll() -> String {
+        var lines: [String] = []
+        for scheduler in SchedulerDirectory.shared.all {
+            var coroutines: [Coroutine] = []
+            scheduler.registry.withLock { r in
+                var c = r.head
+                while let x = c { coroutines.append(x); c = x.registryNext }
+            }
+            for c in coroutines.reversed() {
+                var line = "\(c.name.map { "'\($0)'" } ?? "unnamed") on \(scheduler.name): \(c.status)"
+                let kind = WaitKind(rawValue: c.waitKindValue.load(ordering: .relaxed)) ?? .none
+                if c.status == .suspended || kind != .none { line += " waiting in \(kind.label)" }
+                if c.isCancelled { line += " (cancelled)" }
+                lines.append(line)
+            }
+        }
+        return lines.isEmpty ? "no live coroutines" : lines.joined(separator: "\n")
+    }
+}
+
+extension WaitKind {
+    var label: String {
+        switch self {
+        case .none: "nothing"
+        case .delay: "delay"
+        case .yield: "yield"
+        case .promise: "promise.await"
+        case .join: "join"
+        case .readable: "waitUntilReadable"
+        case .writable: "waitUntilWritable"
+        case .task: "Coroutine.await (Swift task)"
+        case .channel: "channel"
+        case .other: "a suspending operation"
+        }
+    }
+}

@@ -1,0 +1,120 @@
+import CCoroutines
+import Synchronization
+
+extension Coroutine {
+    // MARK: Cancellation
+
+    /// Cancels the coroutine and, recursively, the coroutines launched from inside it.
+    ///
+    /// If the coroutine is suspended in any suspending operation it is woken and that operation
+    /// throws `CancellationError`; every later suspending operation throws at once. If a peer had
+    /// already completed the operation, the operation returns normally and the cancellation is
+    /// seen at the next suspending call (SPEC §4.4). A coroutine cancelled before it started never
+    /// runs its body and finishes with `CancellationError`. Cancelling a finished coroutine does
+    /// nothing.
+    ///
+    /// - Suspends: no. Idempotent; callable from any thread.
+    /// - Complexity: O(number of descendants).
+    public func cancel() {
+        if cancelledFlag.exchange(true, ordering: .sequentiallyConsistent) { return }
+        interruptWait(.cancelled)
+        var children: [Coroutine] = []
+        shared.withLock { s in
+            var c = s.firstChild
+            while let x = c { children.append(x); c = x.nextSibling }
+        }
+        for child in children { child.cancel() }
+    }
+
+    /// Cancels the coroutine once `duration` has elapsed (unless it finished first; the timer is
+    /// then released).
+    ///
+    /// - Suspends: no. Callable from any thread; the timer runs on the coroutine's scheduler.
+    /// - Complexity: O(log timers).
+    public func cancel(after duration: Duration) {
+        let deadline = deadlineNanoseconds(after: duration)
+        scheduler.scheduleTimer(deadline: deadline, owner: self) { [weak self] in self?.cancel() }
+    }
+
+    // MARK: Joining
+
+    /// Suspends the calling coroutine until this coroutine has finished.
+    ///
+    /// Any number of coroutines may join; all are woken. Returns normally whatever the body threw
+    /// (read ``error``).
+    ///
+    /// - Throws: `CoroutineError.notInCoroutine` outside a coroutine; `CoroutineError.joinSelf`
+    ///   when joining itself; `CancellationError` if the caller is (or becomes) cancelled.
+    /// - Suspends: yes, unless already finished; resumes on the caller's own scheduler.
+    /// - Complexity: O(1) to register; O(joiners) to cancel a join.
+    public func join() throws {
+        let me = try Coroutine.requireCurrent()
+        if me === self { throw CoroutineError.joinSelf }
+        try me.wait(.join, register: { ticket in
+            shared.withLock { s in
+                if s.finished { return true }
+                s.joiners.append(.coroutine(ticket))
+                return false
+            }
+        }, unregister: { ticket in
+            shared.withLock { s in
+                s.joiners.removeAll { if case .coroutine(let t) = $0 { return t.matches(ticket) } else { return false } }
+            }
+        })
+    }
+
+    // MARK: Finishing
+
+    /// Records the end of the body, wakes joiners, unlinks from the parent and reports an
+    /// unobserved error. Runs on the coroutine's stack or, for unstarted coroutines, anywhere.
+    func finish(error: (any Error)?) {
+        status = .finished
+        let joiners: [Joiner] = shared.withLock { s in
+            s.finished = true
+            s.error = error
+            let j = s.joiners
+            s.joiners = []
+            return j
+        }
+        for joiner in joiners {
+            switch joiner {
+            case .coroutine(let ticket): ticket.resume()
+            case .continuation(_, let continuation): continuation.resume()
+            }
+        }
+        if let error, reportsUnobservedErrors, joiners.isEmpty, !(error is CancellationError) {
+            let handler = Coroutine.unobservedErrorHandler
+            scheduler.execute { [self] in handler(self, error) }
+        }
+        if let parent {
+            parent.shared.withLock { s in
+                if let p = previousSibling { p.nextSibling = nextSibling } else { s.firstChild = nextSibling }
+                nextSibling?.previousSibling = previousSibling
+            }
+            previousSibling = nil
+            nextSibling = nil
+            self.parent = nil
+        }
+    }
+
+    /// Finishes a coroutine whose body never ran (cancelled before start, stopped scheduler, no stack).
+    func finishUnstarted(_ error: any Error) {
+        body = nil
+        rejectUnstarted?(error)
+        finish(error: error)
+        scheduler.unregister(self)
+    }
+}
+
+/// Converts a duration to an absolute monotonic deadline in nanoseconds (saturating).
+func deadlineNanoseconds(after duration: Duration) -> UInt64 {
+    let (seconds, attoseconds) = duration.components
+    let now = ccoro_now_ns()
+    if seconds < 0 || (seconds == 0 && attoseconds <= 0) { return now }
+    let ns = UInt64(clamping: seconds).multipliedReportingOverflow(by: 1_000_000_000)
+    if ns.overflow { return .max }
+    let total = ns.partialValue.addingReportingOverflow(UInt64(attoseconds / 1_000_000_000))
+    if total.overflow { return .max }
+    let deadline = now.addingReportingOverflow(total.partialValue)
+    return deadline.overflow ? .max : deadline.partialValue
+}

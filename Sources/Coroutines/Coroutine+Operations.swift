@@ -1,0 +1,106 @@
+import Synchronization
+import CCoroutines
+
+extension Coroutine {
+    /// Suspends the current coroutine for at least `duration`, without blocking its thread.
+    ///
+    /// A duration of zero or less behaves as ``yield()``. Cancellation ends the delay early and its
+    /// timer is released at once (no timer is left to fire).
+    ///
+    /// - Parameter duration: How long to wait.
+    /// - Throws: `CoroutineError.notInCoroutine` outside a coroutine; `CancellationError` if the
+    ///   coroutine is cancelled; `CoroutineError.timedOut` inside an expiring `withTimeout`.
+    /// - Suspends: yes; resumes on the coroutine's own scheduler.
+    /// - Complexity: O(log n) in the scheduler's armed timers.
+    public static func delay(_ duration: Duration) throws {
+        let c = try requireCurrent()
+        guard duration > .zero else { return try yield() }
+        let deadline = deadlineNanoseconds(after: duration)
+        let scheduler = c.scheduler
+        var node: TimerNode?
+        try c.wait(.delay, register: { ticket in
+            node = scheduler.timers.schedule(deadline: deadline) { ticket.resume() }
+            return false
+        }, unregister: { _ in
+            if let node { scheduler.timers.remove(node) }
+        })
+    }
+
+    /// Lets the other ready coroutines of this scheduler run, then continues.
+    ///
+    /// - Throws: `CoroutineError.notInCoroutine` outside a coroutine; `CancellationError` if the
+    ///   coroutine is cancelled.
+    /// - Suspends: yes (the coroutine goes to the back of the run queue); resumes on its own
+    ///   scheduler.
+    /// - Complexity: O(1).
+    public static func yield() throws {
+        let c = try requireCurrent()
+        try c.checkInterrupts()
+        let s = c.scheduler
+        c.status = .ready
+        s.runQueue.append(.coroutine(c))
+        c.waitKindValue.store(WaitKind.yield.rawValue, ordering: .relaxed)
+        s.switchAway(from: c)
+        c.waitKindValue.store(WaitKind.none.rawValue, ordering: .relaxed)
+    }
+
+    /// Runs `body` in the calling coroutine with a time limit.
+    ///
+    /// If `body` has not returned after `duration`, the suspending operation in progress (or the
+    /// next one) throws, and `withTimeout` throws `CoroutineError.timedOut`. Timeouts nest: each
+    /// scope reports its own expiry. The timer is released when the body returns first.
+    ///
+    /// - Parameters:
+    ///   - duration: The time limit (≤ 0: the first suspending operation times out).
+    ///   - body: The work to run.
+    /// - Returns: The body's value.
+    /// - Throws: `CoroutineError.timedOut`, `CoroutineError.notInCoroutine`, or what the body throws.
+    /// - Suspends: as the body does; resumes on the coroutine's own scheduler.
+    /// - Complexity: O(log n) in armed timers, plus the body.
+    public static func withTimeout<Value>(_ duration: Duration, _ body: () throws -> Value) throws -> Value {
+        let c = try requireCurrent()
+        let scope = TimeoutScope()
+        scope.timer = c.scheduler.timers.schedule(deadline: deadlineNanoseconds(after: duration)) { [unowned c] in
+            scope.expired = true
+            scope.timer = nil
+            c.interruptWait(.timedOut)
+        }
+        c.timeoutScopes.append(scope)
+        defer {
+            if let i = c.timeoutScopes.lastIndex(where: { $0 === scope }) { c.timeoutScopes.remove(at: i) }
+            if let t = scope.timer { c.scheduler.timers.remove(t) }
+        }
+        do {
+            return try body()
+        } catch {
+            if scope.expired { throw CoroutineError.timedOut }
+            throw error
+        }
+    }
+
+    /// Suspends the current coroutine until `fd` is readable (or has an error or hang-up).
+    ///
+    /// Uses the scheduler's epoll/kqueue poller. Descriptors that cannot be polled because they
+    /// are always ready (regular files) return at once.
+    ///
+    /// - Parameter fd: An open file descriptor, usually non-blocking.
+    /// - Throws: `CoroutineError.notInCoroutine`, `CancellationError`, `CoroutineError.timedOut`,
+    ///   `CoroutineError.pollFailed` (e.g. a closed descriptor).
+    /// - Suspends: yes; resumes on the coroutine's own scheduler.
+    /// - Complexity: O(1) plus one `epoll_ctl`.
+    public static func waitUntilReadable(_ fd: Int32) throws {
+        let c = try requireCurrent()
+        try c.scheduler.waitForIO(c, fd: fd, writable: false)
+    }
+
+    /// Suspends the current coroutine until `fd` is writable (or has an error or hang-up).
+    ///
+    /// - Parameter fd: An open file descriptor, usually non-blocking.
+    /// - Throws: as ``waitUntilReadable(_:)``.
+    /// - Suspends: yes; resumes on the coroutine's own scheduler.
+    /// - Complexity: O(1) plus one `epoll_ctl`.
+    public static func waitUntilWritable(_ fd: Int32) throws {
+        let c = try requireCurrent()
+        try c.scheduler.waitForIO(c, fd: fd, writable: true)
+    }
+}

@@ -1,0 +1,215 @@
+import CCoroutines
+import Synchronization
+
+/// A stackful coroutine: a body that runs on its own stack on one ``CoroutineScheduler`` and can
+/// suspend from any depth of ordinary synchronous calls without blocking the thread.
+///
+/// ```swift
+/// let c = Coroutine.launch(name: "worker") {
+///     try Coroutine.delay(.milliseconds(10))     // suspends; the thread runs other coroutines
+///     print("done")
+/// }
+/// try c.join()                                  // from another coroutine
+/// ```
+///
+/// ## Threading
+/// A coroutine runs on exactly one scheduler, whose single thread it never leaves: it always
+/// resumes on the thread where it suspended (SPEC §2.1). The handle is `Sendable`: `cancel()`,
+/// `isCancelled`, `isFinished`, `error` and `join` may be used from any thread.
+///
+/// ## Lifecycle
+/// `launch` queues the coroutine; its stack is taken when it first runs and returned to a pool
+/// when it finishes. Cancelling a coroutine cancels the coroutines launched from inside it.
+public final class Coroutine: @unchecked Sendable, Hashable, CustomStringConvertible {
+    /// The name given at launch, used by `dumpAll()`, errors and the stack-overflow report.
+    public let name: String?
+    /// The scheduler whose thread runs this coroutine for its whole life.
+    public let scheduler: CoroutineScheduler
+    /// Normalised stack size in bytes.
+    let stackSize: Int
+    /// Whether an error thrown by the body is reported to `unobservedErrorHandler` if nobody joins.
+    let reportsUnobservedErrors: Bool
+    /// Rejects the promise of `Coroutine.async` when the body never runs.
+    let rejectUnstarted: (@Sendable (any Error) -> Void)?
+
+    // MARK: Confined to the scheduler's thread
+
+    /// The body; released as soon as it returns (or if it never runs).
+    var body: (() throws -> Void)?
+    /// The stack and saved context while the coroutine owns a stack.
+    var record: UnsafeMutablePointer<ccoro_stack_record>?
+    /// NUL-terminated copy of `name` for the signal handler.
+    var cName: UnsafeMutablePointer<CChar>?
+    /// Active `withTimeout` scopes, innermost last.
+    var timeoutScopes: [TimeoutScope] = []
+    /// Why the last suspension ended. Written by the claimer before it enqueues the coroutine
+    /// (the enqueue orders it before the read after resumption).
+    var wakeReason = WakeReason.completed
+
+    // MARK: Atomics (any thread)
+
+    /// Even: not waiting. Odd: a suspension is armed; a waker claims it by moving it to the next
+    /// even value (compare-and-swap), so exactly one of completion, cancellation and timeout wins.
+    let epoch = Atomic<UInt64>(0)
+    let cancelledFlag = Atomic<Bool>(false)
+    let statusValue = Atomic<UInt8>(CoroutineStatus.created.rawValue)
+    let waitKindValue = Atomic<UInt8>(WaitKind.none.rawValue)
+
+    // MARK: Guarded by `shared`
+
+    let shared = Mutex(SharedState())
+    struct SharedState {
+        var finished = false
+        var error: (any Error)?
+        var joiners: [Joiner] = []
+        var firstChild: Coroutine?
+    }
+    /// The coroutine this one was launched from; cleared when this one finishes.
+    /// Guarded by `parent.shared`'s lock for the sibling links.
+    var parent: Coroutine?
+    var previousSibling: Coroutine?   // guarded by parent's `shared` lock
+    var nextSibling: Coroutine?       // guarded by parent's `shared` lock
+
+    // MARK: Guarded by `scheduler.registry`
+
+    var registryPrevious: Coroutine?
+    var registryNext: Coroutine?
+
+    init(scheduler: CoroutineScheduler, name: String?, stackSize: Int?, reportsUnobservedErrors: Bool,
+         rejectUnstarted: (@Sendable (any Error) -> Void)?, body: @escaping () throws -> Void) {
+        self.scheduler = scheduler
+        self.name = name
+        self.stackSize = StackAllocator.normalizedSize(stackSize)
+        self.reportsUnobservedErrors = reportsUnobservedErrors
+        self.rejectUnstarted = rejectUnstarted
+        self.body = body
+    }
+
+    // MARK: Launching
+
+    /// Starts a coroutine that runs `body` on `scheduler`.
+    ///
+    /// The body never runs inline: it is queued and starts after the caller returns to its
+    /// scheduler (or, from a plain thread, asynchronously). On one scheduler, coroutines start in
+    /// launch order. A coroutine launched from inside another is its child: cancelling the parent
+    /// cancels it. An error the body throws is kept in ``error``; if no coroutine is joining when
+    /// the body ends, it is also passed to ``unobservedErrorHandler`` (except `CancellationError`).
+    ///
+    /// - Parameters:
+    ///   - scheduler: Where the coroutine runs. `nil`: the current coroutine's scheduler, else the
+    ///     scheduler the current thread drives, else `CoroutineScheduler.main` on the main thread,
+    ///     else `SchedulerPool.default(for: .default).next()`.
+    ///   - name: A name for diagnostics (`dumpAll()`, the stack-overflow report).
+    ///   - stackSize: Bytes of stack; `nil` means 256 KiB. Rounded up to a multiple of 16 KiB.
+    ///     Must be in `1...64 MiB` (otherwise a precondition failure).
+    ///   - body: The code to run. It may call suspending operations.
+    /// - Returns: The coroutine's handle. If no stack can be allocated it finishes with
+    ///   `CoroutineError.stackUnavailable`; on a stopped scheduler with
+    ///   `CoroutineError.schedulerStopped`.
+    /// - Suspends: no. Thread-safe.
+    /// - Complexity: O(1).
+    @discardableResult
+    public static func launch(on scheduler: CoroutineScheduler? = nil, name: String? = nil,
+                              stackSize: Int? = nil,
+                              _ body: @escaping @Sendable () throws -> Void) -> Coroutine {
+        let target = scheduler ?? CoroutineScheduler.defaultForLaunch()
+        let c = Coroutine(scheduler: target, name: name, stackSize: stackSize,
+                          reportsUnobservedErrors: true, rejectUnstarted: nil, body: body)
+        c.start(parent: Coroutine.current)
+        return c
+    }
+
+    /// Starts a coroutine that computes a value and returns a promise of it.
+    ///
+    /// The promise is fulfilled with the body's result or rejected with what it throws (such
+    /// errors are not reported as unobserved). Cancelling the promise cancels the coroutine.
+    ///
+    /// - Parameters: as for ``launch(on:name:stackSize:_:)``.
+    /// - Returns: A promise settled when the body ends.
+    /// - Suspends: no. Thread-safe.
+    /// - Complexity: O(1).
+    public static func async<Value: Sendable>(on scheduler: CoroutineScheduler? = nil, name: String? = nil,
+                                              stackSize: Int? = nil,
+                                              _ body: @escaping @Sendable () throws -> Value) -> Promise<Value> {
+        let promise = Promise<Value>()
+        let target = scheduler ?? CoroutineScheduler.defaultForLaunch()
+        let c = Coroutine(scheduler: target, name: name, stackSize: stackSize,
+                          reportsUnobservedErrors: false,
+                          rejectUnstarted: { promise.reject($0) },
+                          body: {
+                              do { promise.fulfill(try body()) } catch {
+                                  promise.reject(error)
+                                  throw error
+                              }
+                          })
+        promise.onCancel { [weak c] in c?.cancel() }
+        c.start(parent: Coroutine.current)
+        return promise
+    }
+
+    /// Links to the parent, registers with the scheduler and queues the first run.
+    func start(parent: Coroutine?) {
+        if let parent {
+            let parentCancelled: Bool = parent.shared.withLock { s in
+                if parent.cancelledFlag.load(ordering: .sequentiallyConsistent) { return true }
+                self.parent = parent
+                self.nextSibling = s.firstChild
+                s.firstChild?.previousSibling = self
+                s.firstChild = self
+                return false
+            }
+            if parentCancelled { cancelledFlag.store(true, ordering: .sequentiallyConsistent) }
+        }
+        scheduler.admit(self)
+    }
+
+    // MARK: State
+
+    /// Whether ``cancel()`` was called on this coroutine or an ancestor.
+    /// - Complexity: O(1). Thread-safe.
+    public var isCancelled: Bool { cancelledFlag.load(ordering: .relaxed) }
+
+    /// Whether the body has returned or thrown (or the coroutine finished without running).
+    /// - Complexity: O(1). Thread-safe.
+    public var isFinished: Bool { shared.withLock { $0.finished } }
+
+    /// What the body threw, once finished (`nil` while running or after a normal return).
+    /// - Complexity: O(1). Thread-safe.
+    public var error: (any Error)? { shared.withLock { $0.error } }
+
+    var status: CoroutineStatus {
+        get { CoroutineStatus(rawValue: statusValue.load(ordering: .relaxed))! }
+        set { statusValue.store(newValue.rawValue, ordering: .relaxed) }
+    }
+
+    // MARK: Hashable, CustomStringConvertible
+
+    public static func == (lhs: Coroutine, rhs: Coroutine) -> Bool { lhs === rhs }
+    public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
+
+    /// The name (or an address) and the scheduler's name.
+    public var description: String {
+        "Coroutine(\(name.map { "\"\($0)\"" } ?? "0x" + String(UInt(bitPattern: ObjectIdentifier(self).hashValue), radix: 16)) on \(scheduler.name))"
+    }
+}
+
+/// The lifecycle state of a coroutine.
+enum CoroutineStatus: UInt8 {
+    case created, ready, running, suspended, finished
+}
+
+/// What a suspended coroutine waits for (for `dumpAll()`).
+enum WaitKind: UInt8 {
+    case none, delay, yield, promise, join, readable, writable, task, channel, other
+}
+
+/// Why a suspension ended.
+enum WakeReason: UInt8 {
+    case completed, cancelled, timedOut
+}
+
+/// A coroutine or a Swift task waiting in `join`.
+enum Joiner {
+    case coroutine(WaitTicket)
+    case continuation(id: UInt64, CheckedContinuation<Void, any Error>)
+}

@@ -1,0 +1,53 @@
+import Synchronization
+/// Errors thrown by coroutine operations when they are misused or cannot proceed.
+///
+/// Cancellation is reported with the standard `CancellationError`, not with this type.
+public enum CoroutineError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// A suspending operation was called outside a coroutine. Call it from a body passed to
+    /// `Coroutine.launch`, `Coroutine.async` or `Coroutine.runBlocking`.
+    case notInCoroutine
+    /// `runBlocking` was called inside a coroutine or on a thread that already drives a scheduler.
+    case nestedRunBlocking
+    /// `runBlocking` was called on a thread of Swift concurrency's cooperative pool; use
+    /// `try await Coroutine.run { … }` there.
+    case blockingCooperativeThread
+    /// The coroutine was launched onto a scheduler that had been stopped; its body never ran.
+    case schedulerStopped
+    /// `Coroutine.withTimeout` ran out of time.
+    case timedOut
+    /// A coroutine tried to join itself, which would never return.
+    case joinSelf
+    /// No stack could be mapped for the coroutine; its body never ran.
+    case stackUnavailable
+    /// The poller refused the descriptor passed to `waitUntilReadable`/`waitUntilWritable`
+    /// (for example `EBADF`: it is not open).
+    case pollFailed(errno: Int32)
+
+    public var description: String {
+        switch self {
+        case .notInCoroutine: "a suspending call was made outside a coroutine; call it from a body passed to Coroutine.launch, Coroutine.async or Coroutine.runBlocking"
+        case .nestedRunBlocking: "runBlocking was called inside a coroutine or on a thread already driving a scheduler; launch a coroutine or join instead"
+        case .blockingCooperativeThread: "runBlocking would block a Swift concurrency thread; use `try await Coroutine.run { … }` in async code"
+        case .schedulerStopped: "the scheduler was stopped before the coroutine could run"
+        case .timedOut: "the operation timed out"
+        case .joinSelf: "a coroutine cannot join itself"
+        case .stackUnavailable: "no stack could be allocated for the coroutine"
+        case .pollFailed(let e): "the descriptor cannot be polled (errno \(e))"
+        }
+    }
+}
+
+/// Errors with which a ``Promise`` can be rejected by the library itself.
+public enum PromiseError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// `Promise.timeout(_:)` elapsed before the promise settled.
+    case timedOut
+    /// `Promise.race([])` has nothing to race.
+    case empty
+
+    public var description: String {
+        switch self {
+        case .timedOut: "the promise did not settle in time"
+        case .empty: "race of an empty list of promises"
+        }
+    }
+}

@@ -1,0 +1,118 @@
+import Synchronization
+import CCoroutines
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The context-switch paths of a scheduler. All of this runs on the scheduler's own thread.
+extension CoroutineScheduler {
+    /// Switches from the context in `from` to coroutine `c` (which owns a stack).
+    @inline(__always)
+    func transfer(from: UnsafeMutablePointer<ccoro_stack_record>, to c: Coroutine) {
+        running = c
+        c.status = .running
+        let r = c.record.unsafelyUnwrapped
+        ccoro_tls_set_coroutine(Unmanaged.passUnretained(c).toOpaque(), &r.pointee.running)
+        ccoro_fiber_will_switch(r.pointee.fiber, r.pointee.stack.base, r.pointee.stack.size, &from.pointee.fake_stack, 0)
+        ccoro_switch(&from.pointee.context, &r.pointee.context)
+        ccoro_fiber_did_switch(from.pointee.fake_stack)
+    }
+
+    /// Gives up the thread on behalf of the running coroutine `c`: switches directly to the next
+    /// ready coroutine if there is one (and the direct budget allows), else to the loop. Returns
+    /// when `c` is resumed.
+    func switchAway(from c: Coroutine) {
+        let r = c.record.unsafelyUnwrapped
+        checkStack(of: c, r)
+        if directBudget > 0, let next = takeDirectSuccessor() {
+            directBudget -= 1
+            transfer(from: r, to: next)
+            return
+        }
+        running = nil
+        ccoro_tls_set_coroutine(nil, nil)
+        ccoro_fiber_will_switch(loopRecord.pointee.fiber, loopRecord.pointee.stack.base,
+                                loopRecord.pointee.stack.size, &r.pointee.fake_stack, 0)
+        ccoro_switch(&r.pointee.context, &loopRecord.pointee.context)
+        ccoro_fiber_did_switch(r.pointee.fake_stack)
+    }
+
+    /// The head of the run queue if it is a coroutine that can run at once.
+    private func takeDirectSuccessor() -> Coroutine? {
+        guard case .coroutine(let next)? = runQueue.first else { return nil }
+        if next.record == nil {
+            if next.cancelledFlag.load(ordering: .relaxed) || !prepareStack(next) { return nil }
+        }
+        _ = runQueue.popFirst()
+        return next
+    }
+
+    private func checkStack(of c: Coroutine, _ r: UnsafeMutablePointer<ccoro_stack_record>) {
+        if ccoro_stack_canary_ok(&r.pointee.stack) == 0 {
+            ccoro_report_overflow(c.cName, r.pointee.stack.size, "stack canary smashed (slab stack)")
+        }
+    }
+
+    /// Gives `c` a stack and lays out its first frame. False if no stack could be mapped.
+    func prepareStack(_ c: Coroutine) -> Bool {
+        guard let r = StackAllocator.shared.take(size: c.stackSize) else { return false }
+        c.record = r
+        if let name = c.name { c.cName = strdup(name) }
+        r.pointee.running = ccoro_running(guard_lo: r.pointee.stack.guard_lo,
+                                          guard_hi: r.pointee.stack.base,
+                                          name: c.cName,
+                                          stack_size: r.pointee.stack.size)
+        r.pointee.fiber = ccoro_fiber_create()
+        ccoro_make(&r.pointee.context, r.pointee.stack.top, coroutineEntry,
+                   Unmanaged.passUnretained(c).toOpaque())
+        return true
+    }
+
+    /// Releases the stack of a coroutine that finished and switched back to the loop.
+    func reap(_ c: Coroutine) {
+        if let r = c.record {
+            ccoro_fiber_destroy(r.pointee.fiber)
+            r.pointee.fiber = nil
+            c.record = nil
+            StackAllocator.shared.give(r)
+        }
+        if let n = c.cName {
+            free(n)
+            c.cName = nil
+        }
+        unregister(c)
+    }
+}
+
+/// The C entry of every coroutine stack (called by the assembly trampoline). It must never
+/// return; its frame holds no Swift reference when it switches out for the last time.
+private let coroutineEntry: @convention(c) (UnsafeMutableRawPointer?) -> Void = { arg in
+    let exit = runCoroutine(arg.unsafelyUnwrapped)
+    ccoro_fiber_will_switch(exit.loop.pointee.fiber, exit.loop.pointee.stack.base, exit.loop.pointee.stack.size, nil, 1)
+    ccoro_switch(exit.from, UnsafeMutableRawPointer(exit.loop).assumingMemoryBound(to: ccoro_context.self))
+    fatalError("internal inconsistency: a finished coroutine was resumed")
+}
+
+/// Runs the body of the coroutine at `arg`, records how it ended and returns the contexts for
+/// the final switch. Non-throwing: it catches everything.
+@inline(never)
+private func runCoroutine(_ arg: UnsafeMutableRawPointer)
+    -> (from: UnsafeMutablePointer<ccoro_context>, loop: UnsafeMutablePointer<ccoro_stack_record>) {
+    let c = Unmanaged<Coroutine>.fromOpaque(arg).takeUnretainedValue()
+    ccoro_fiber_did_switch(nil)
+    var thrown: (any Error)?
+    if let body = c.body {
+        c.body = nil
+        do { try body() } catch { thrown = error }
+    }
+    c.finish(error: thrown)
+    let scheduler = c.scheduler
+    scheduler.finishedCoroutine = c
+    scheduler.running = nil
+    ccoro_tls_set_coroutine(nil, nil)
+    let from = UnsafeMutableRawPointer(c.record.unsafelyUnwrapped).assumingMemoryBound(to: ccoro_context.self)
+    return (from, scheduler.loopRecord)
+}

@@ -1,0 +1,67 @@
+import CCoroutines
+import Dispatch
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+extension CoroutineScheduler {
+    /// Starts the dedicated or pool thread that drives this scheduler until it is stopped.
+    func startThread() {
+        let nice = Self.niceValue(for: qos)
+        spawnThread(name: name) { [self] in
+            #if canImport(Glibc)
+            _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), id_t(ccoro_thread_id()), nice)
+            #endif
+            drive { self.stopRequested.load(ordering: .sequentiallyConsistent) && self.liveCount == 0 }
+            close()
+        }
+    }
+
+    /// The nice value libdispatch uses for a QoS class on Linux.
+    static func niceValue(for qos: DispatchQoS.QoSClass) -> Int32 {
+        switch qos {
+        case .userInteractive, .userInitiated: -2
+        case .utility: 2
+        case .background: 10
+        default: 0
+        }
+    }
+}
+
+/// The body of a thread started by `spawnThread`.
+private final class ThreadBody {
+    let name: String
+    let body: () -> Void
+    init(name: String, body: @escaping () -> Void) { self.name = name; self.body = body }
+}
+
+/// Starts a detached thread named `name` running `body`.
+func spawnThread(name: String, _ body: @escaping @Sendable () -> Void) {
+    let box = Unmanaged.passRetained(ThreadBody(name: name, body: body)).toOpaque()
+    let rc = ccoro_thread_start({ arg in
+        let b = Unmanaged<ThreadBody>.fromOpaque(arg!).takeRetainedValue()
+        ccoro_set_thread_name(b.name)
+        b.body()
+    }, box)
+    precondition(rc == 0, "cannot start a thread: error \(rc)")
+}
+
+/// Every scheduler ever created (weakly), for `Coroutine.dumpAll()`.
+final class SchedulerDirectory: Sendable {
+    static let shared = SchedulerDirectory()
+    private struct Entry { weak var scheduler: CoroutineScheduler? }
+    private let entries = Mutex<[Entry]>([])
+
+    func add(_ s: CoroutineScheduler) {
+        entries.withLock { e in
+            e.removeAll { $0.scheduler == nil }
+            e.append(Entry(scheduler: s))
+        }
+    }
+
+    var all: [CoroutineScheduler] { entries.withLock { $0.compactMap(\.scheduler) } }
+}

@@ -1,0 +1,76 @@
+import Synchronization
+import CCoroutines
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A timer armed from any thread on some scheduler; `cancel()` releases it from any thread.
+final class TimerHandle: @unchecked Sendable {
+    let scheduler: CoroutineScheduler
+    var node: TimerNode?          // confined to scheduler's thread
+    var cancelled = false         // confined to scheduler's thread
+
+    init(scheduler: CoroutineScheduler) { self.scheduler = scheduler }
+
+    /// Removes the timer if it has not fired. Any thread.
+    func cancel() {
+        if scheduler.isOnOwnThread {
+            cancelOnThread()
+        } else {
+            scheduler.execute { self.cancelOnThread() }
+        }
+    }
+
+    private func cancelOnThread() {
+        cancelled = true
+        if let node { scheduler.timers.remove(node) }
+        node = nil
+    }
+}
+
+extension CoroutineScheduler {
+    /// Arms a timer from any thread. `action` runs on this scheduler's loop.
+    @discardableResult
+    func scheduleTimer(deadline: UInt64, owner: AnyObject? = nil, _ action: @escaping @Sendable () -> Void) -> TimerHandle {
+        let handle = TimerHandle(scheduler: self)
+        let arm: @Sendable () -> Void = { [self] in
+            guard !handle.cancelled else { return }
+            handle.node = timers.schedule(deadline: deadline) {
+                handle.node = nil
+                action()
+            }
+        }
+        if isOnOwnThread { arm() } else { execute(arm) }
+        return handle
+    }
+
+    /// Suspends `c` (running on this scheduler) until `fd` is readable or writable.
+    func waitForIO(_ c: Coroutine, fd: Int32, writable: Bool) throws {
+        try c.wait(writable ? .writable : .readable, register: { ticket in
+            var w = ioWaiters[fd] ?? IOWaiters()
+            if writable { w.writer = ticket } else { w.reader = ticket }
+            let err = poller.arm(fd: fd, readable: w.reader != nil, writable: w.writer != nil)
+            if err == EPERM {
+                // Regular files and the like are always ready and cannot be polled.
+                return true
+            }
+            if err != 0 { throw CoroutineError.pollFailed(errno: err) }
+            ioWaiters[fd] = w
+            return false
+        }, unregister: { ticket in
+            guard var w = ioWaiters[fd] else { return }
+            if writable, w.writer?.matches(ticket) == true { w.writer = nil }
+            if !writable, w.reader?.matches(ticket) == true { w.reader = nil }
+            if w.reader == nil && w.writer == nil {
+                ioWaiters[fd] = nil
+                poller.disarm(fd: fd)
+            } else {
+                ioWaiters[fd] = w
+                _ = poller.arm(fd: fd, readable: w.reader != nil, writable: w.writer != nil)
+            }
+        })
+    }
+}

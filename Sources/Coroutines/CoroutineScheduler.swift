@@ -1,0 +1,429 @@
+import CCoroutines
+import Dispatch
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A serial execution context for coroutines, backed by exactly one OS thread for its whole life.
+///
+/// A scheduler owns a run queue of ready coroutines, a timer heap (for `delay`, timeouts) and an
+/// I/O readiness poller (epoll on Linux, kqueue on macOS). A coroutine that suspends switches
+/// directly to the next ready coroutine; the scheduler's loop runs timers, I/O readiness, wake-ups
+/// from other threads and jobs in between.
+///
+/// ```swift
+/// let scheduler = CoroutineScheduler(name: "net")
+/// Coroutine.launch(on: scheduler) { try Coroutine.waitUntilReadable(fd); … }
+/// // …
+/// scheduler.stop()
+/// ```
+///
+/// ## Threading
+/// Coroutines never migrate between threads: everything launched on a scheduler runs on its
+/// thread (SPEC §2.1). Wake-ups from other threads go through a lock-protected queue and one
+/// coalesced wake-up of the poller. Every method of this type is thread-safe.
+///
+/// ## Kinds
+/// * `CoroutineScheduler(name:qos:)` starts a dedicated thread that runs until ``stop()``.
+/// * ``main`` is the main thread; it runs while the main thread drives it (``run()``, or
+///   `Coroutine.runBlocking` on the main thread), and also runs blocks submitted to
+///   `DispatchQueue.main` meanwhile (Linux).
+/// * Schedulers of a ``SchedulerPool`` live for the whole process.
+/// * `Coroutine.runBlocking` turns the calling thread into a temporary scheduler.
+public final class CoroutineScheduler: @unchecked Sendable {
+    enum Kind { case dedicated, main, pool, temporary }
+
+    /// The scheduler's name (also its thread's name).
+    public let name: String
+    /// The quality-of-service class the scheduler's thread runs at.
+    public let qos: DispatchQoS.QoSClass
+    let kind: Kind
+
+    // MARK: Confined to the driving thread
+
+    var runQueue = RingBuffer<Runnable>(capacity: 64)
+    var timers = TimerHeap()
+    var ioWaiters: [Int32: IOWaiters] = [:]
+    private var pollEvents: [ccoro_poll_event] = []
+    /// The coroutine executing on the thread now (nil while the loop itself runs).
+    var running: Coroutine?
+    /// A coroutine that finished and switched back to the loop; its stack is released by the loop.
+    var finishedCoroutine: Coroutine?
+    /// How many more direct coroutine-to-coroutine switches before the loop gets a turn.
+    var directBudget = 0
+    /// The loop's own context (the thread's stack).
+    let loopRecord: UnsafeMutablePointer<ccoro_stack_record>
+    private var stopHandled = false
+    private var mainQueueFD: Int32 = -1
+
+    // MARK: Any thread
+
+    let poller = Poller()
+    private let incoming = Mutex(Incoming())
+    private let incomingCount = Atomic<Int>(0)
+    private let parked = Atomic<Bool>(false)
+    let stopRequested = Atomic<Bool>(false)
+    let registry = Mutex(Registry())
+
+    struct Incoming {
+        var items: [Runnable] = []
+        var closed = false
+    }
+
+    struct Registry {
+        var head: Coroutine?
+        var count = 0
+    }
+
+    struct IOWaiters {
+        var reader: WaitTicket?
+        var writer: WaitTicket?
+    }
+
+    /// Creates a scheduler with its own thread, which runs until ``stop()``.
+    ///
+    /// - Parameters:
+    ///   - name: The scheduler's and its thread's name.
+    ///   - qos: The thread's priority class (on Linux: nice −2 for user-interactive and
+    ///     user-initiated, 0 for default, +2 for utility, +10 for background).
+    /// - Complexity: starts one thread.
+    public convenience init(name: String, qos: DispatchQoS.QoSClass = .default) {
+        self.init(name: name, qos: qos, kind: .dedicated)
+        startThread()
+    }
+
+    init(name: String, qos: DispatchQoS.QoSClass, kind: Kind) {
+        self.name = name
+        self.qos = qos
+        self.kind = kind
+        loopRecord = .allocate(capacity: 1)
+        loopRecord.initialize(to: ccoro_stack_record())
+        SchedulerDirectory.shared.add(self)
+    }
+
+    deinit {
+        loopRecord.deallocate()
+    }
+
+    /// The scheduler of the main thread.
+    ///
+    /// Coroutines launched onto it run while the main thread drives it: ``run()`` or
+    /// `Coroutine.runBlocking` on the main thread. Launching onto it is allowed before it is driven.
+    public static let main = CoroutineScheduler(name: "main", qos: .userInteractive, kind: .main)
+
+    /// The scheduler the calling thread drives, or nil on a plain thread.
+    /// - Complexity: O(1). Thread-safe.
+    public static var current: CoroutineScheduler? {
+        guard let p = ccoro_tls_scheduler() else { return nil }
+        return Unmanaged<CoroutineScheduler>.fromOpaque(p).takeUnretainedValue()
+    }
+
+    /// The default scheduler for `launch(on: nil)` (SPEC §4.2).
+    static func defaultForLaunch() -> CoroutineScheduler {
+        if let c = Coroutine.current { return c.scheduler }
+        if let s = current { return s }
+        if isMainThread() { return .main }
+        return SchedulerPool.default(for: .default).next()
+    }
+
+    @inline(__always)
+    var isOnOwnThread: Bool {
+        ccoro_tls_scheduler() == Unmanaged.passUnretained(self).toOpaque()
+    }
+
+    // MARK: Running and stopping
+
+    /// Drives the main scheduler on the main thread until ``stop()`` is called.
+    ///
+    /// Runs coroutines launched onto ``main`` and blocks submitted to `DispatchQueue.main`.
+    /// After it returns, the main scheduler can be driven again.
+    ///
+    /// - Precondition: called on ``main``, on the main thread, not from a coroutine.
+    /// - Suspends: no; it blocks the main thread until stopped.
+    @available(*, noasync, message: "run() blocks the main thread")
+    public func run() {
+        precondition(kind == .main, "run() drives CoroutineScheduler.main only; other schedulers run on their own thread")
+        precondition(isMainThread(), "CoroutineScheduler.main.run() must be called on the main thread")
+        precondition(ccoro_tls_scheduler() == nil, "run() called while the main thread already drives a scheduler")
+        drive { self.stopRequested.load(ordering: .sequentiallyConsistent) && self.liveCount == 0 }
+        stopRequested.store(false, ordering: .sequentiallyConsistent)
+        stopHandled = false
+    }
+
+    /// Cancels and unwinds the scheduler's coroutines, then ends its thread (for ``main``: makes
+    /// ``run()`` return once its coroutines have finished).
+    ///
+    /// A later launch onto a stopped dedicated scheduler never runs and finishes with
+    /// `CoroutineError.schedulerStopped`. Schedulers of a ``SchedulerPool`` cannot be stopped:
+    /// the call is ignored.
+    ///
+    /// - Suspends: no; returns at once (the unwinding happens on the scheduler's thread).
+    ///   Thread-safe and idempotent.
+    public func stop() {
+        guard kind != .pool else { return }
+        stopRequested.store(true, ordering: .sequentiallyConsistent)
+        wakeLoop()
+    }
+
+    /// Whether ``stop()`` completed: the thread has ended and no coroutine can run on it.
+    public var isStopped: Bool { incoming.withLock { $0.closed } }
+
+    var liveCount: Int { registry.withLock { $0.count } }
+
+    // MARK: Admission and wake-ups
+
+    /// Registers a new coroutine and queues its first run (or finishes it if stopped).
+    func admit(_ c: Coroutine) {
+        registry.withLock { r in
+            c.registryNext = r.head
+            r.head?.registryPrevious = c
+            r.head = c
+            r.count += 1
+        }
+        c.status = .ready
+        if isOnOwnThread {
+            runQueue.append(.coroutine(c))
+        } else if !post(.coroutine(c)) {
+            c.finishUnstarted(CoroutineError.schedulerStopped)
+        }
+    }
+
+    func unregister(_ c: Coroutine) {
+        registry.withLock { r in
+            if let p = c.registryPrevious { p.registryNext = c.registryNext } else { r.head = c.registryNext }
+            c.registryNext?.registryPrevious = c.registryPrevious
+            c.registryNext = nil
+            c.registryPrevious = nil
+            r.count -= 1
+        }
+    }
+
+    /// Makes a suspended coroutine ready. Any thread; on another thread it goes through the
+    /// incoming queue and runs after the coroutine has finished switching out.
+    func makeReady(_ c: Coroutine) {
+        if isOnOwnThread {
+            c.status = .ready
+            runQueue.append(.coroutine(c))
+        } else {
+            let accepted = post(.coroutine(c))
+            precondition(accepted, "internal inconsistency: a suspended coroutine on stopped scheduler \(name)")
+        }
+    }
+
+    /// Runs `job` on the scheduler's loop (outside any coroutine). Any thread. If the scheduler
+    /// has stopped, the job runs on a pool scheduler instead.
+    func execute(_ job: @escaping @Sendable () -> Void) {
+        if isOnOwnThread {
+            runQueue.append(.job(job))
+        } else if !post(.job(job)) {
+            SchedulerPool.default(for: .default).next().execute(job)
+        }
+    }
+
+    /// Appends to the incoming queue; false if the scheduler has stopped.
+    private func post(_ item: Runnable) -> Bool {
+        let accepted = incoming.withLock { s in
+            if s.closed { return false }
+            s.items.append(item)
+            return true
+        }
+        guard accepted else { return false }
+        incomingCount.add(1, ordering: .sequentiallyConsistent)
+        if parked.load(ordering: .sequentiallyConsistent) { wakeLoop() }
+        return true
+    }
+
+    private func wakeLoop() {
+        if parked.compareExchange(expected: true, desired: false, ordering: .sequentiallyConsistent).exchanged {
+            poller.wake()
+        } else if kind == .dedicated || kind == .main || kind == .temporary {
+            // Not parked: the loop will look at the queue and flags before it parks again.
+        }
+    }
+
+    private func drainIncoming() {
+        guard incomingCount.load(ordering: .sequentiallyConsistent) > 0 else { return }
+        let items = incoming.withLock { s in
+            let items = s.items
+            s.items = []
+            return items
+        }
+        incomingCount.subtract(items.count, ordering: .sequentiallyConsistent)
+        for item in items {
+            if case .coroutine(let c) = item { c.status = .ready }
+            runQueue.append(item)
+        }
+    }
+
+    // MARK: The loop
+
+    /// Drives the scheduler on the calling thread until `done()` holds with nothing left to run.
+    func drive(until done: () -> Bool) {
+        let previous = ccoro_tls_scheduler()
+        ccoro_tls_set_scheduler(Unmanaged.passUnretained(self).toOpaque())
+        defer { ccoro_tls_set_scheduler(previous) }
+        ccoro_signal_prepare_thread()
+        prepareLoopRecord()
+        if kind == .main && mainQueueFD < 0 {
+            mainQueueFD = ccoro_dispatch_main_queue_fd()
+            if mainQueueFD >= 0 { poller.watchPersistently(fd: mainQueueFD) }
+        }
+        while true {
+            drainIncoming()
+            runDueTimers()
+            var budget = 128
+            while budget > 0, let item = runQueue.popFirst() {
+                run(item)
+                budget -= 1
+            }
+            if !runQueue.isEmpty {
+                if !ioWaiters.isEmpty || mainQueueFD >= 0 { poll(timeout: 0) }
+                continue
+            }
+            if stopRequested.load(ordering: .sequentiallyConsistent) && !stopHandled {
+                stopHandled = true
+                cancelAll()
+                continue
+            }
+            if done() { break }
+            parked.store(true, ordering: .sequentiallyConsistent)
+            if incomingCount.load(ordering: .sequentiallyConsistent) > 0
+                || (stopRequested.load(ordering: .sequentiallyConsistent) && !stopHandled) {
+                parked.store(false, ordering: .sequentiallyConsistent)
+                continue
+            }
+            var timeout: UInt64? = nil
+            if let deadline = timers.nextDeadline {
+                let now = ccoro_now_ns()
+                timeout = deadline > now ? deadline - now : 0
+            }
+            poll(timeout: timeout)
+            parked.store(false, ordering: .sequentiallyConsistent)
+        }
+    }
+
+    private func prepareLoopRecord() {
+        loopRecord.pointee.fiber = ccoro_fiber_current()
+        var base: UnsafeMutableRawPointer?
+        var size = 0
+        ccoro_thread_stack_bounds(&base, &size)
+        loopRecord.pointee.stack.base = base
+        loopRecord.pointee.stack.size = size
+    }
+
+    private func run(_ item: Runnable) {
+        switch item {
+        case .job(let job):
+            job()
+        case .coroutine(let c):
+            resumeFromLoop(c)
+        }
+    }
+
+    private func resumeFromLoop(_ c: Coroutine) {
+        if c.record == nil {
+            if c.cancelledFlag.load(ordering: .sequentiallyConsistent) {
+                c.finishUnstarted(CancellationError())
+                return
+            }
+            guard prepareStack(c) else {
+                c.finishUnstarted(CoroutineError.stackUnavailable)
+                return
+            }
+        }
+        directBudget = 64
+        transfer(from: loopRecord, to: c)
+        if let f = finishedCoroutine {
+            finishedCoroutine = nil
+            reap(f)
+        }
+    }
+
+    private func runDueTimers() {
+        guard timers.count > 0 else { return }
+        let now = ccoro_now_ns()
+        while let t = timers.popDue(now: now) {
+            let action = t.action
+            t.action = nil
+            action?()
+        }
+    }
+
+    private func poll(timeout: UInt64?) {
+        poller.wait(timeoutNanoseconds: timeout, into: &pollEvents)
+        for ev in pollEvents {
+            if ev.fd == mainQueueFD {
+                var value: UInt64 = 0
+                _ = read(mainQueueFD, &value, 8)
+                ccoro_dispatch_main_queue_drain()
+                continue
+            }
+            guard var w = ioWaiters[ev.fd] else { continue }
+            if ev.readable != 0, let r = w.reader { w.reader = nil; r.resume() }
+            if ev.writable != 0, let wr = w.writer { w.writer = nil; wr.resume() }
+            if w.reader == nil && w.writer == nil {
+                ioWaiters[ev.fd] = nil
+            } else {
+                ioWaiters[ev.fd] = w
+                _ = poller.arm(fd: ev.fd, readable: w.reader != nil, writable: w.writer != nil)
+            }
+        }
+    }
+
+    /// Cancels every live coroutine of this scheduler (stop, runBlocking's error path).
+    func cancelAll() {
+        var all: [Coroutine] = []
+        registry.withLock { r in
+            var c = r.head
+            while let x = c { all.append(x); c = x.registryNext }
+        }
+        for c in all { c.cancel() }
+    }
+
+    /// Closes the incoming queue after the loop ended; leftovers finish as stopped.
+    func close() {
+        let leftovers = incoming.withLock { s in
+            s.closed = true
+            let items = s.items
+            s.items = []
+            return items
+        }
+        incomingCount.store(0, ordering: .sequentiallyConsistent)
+        for item in leftovers + drainRunQueue() {
+            switch item {
+            case .job(let job): job()   // observers and timer bookkeeping: run them here, once
+            case .coroutine(let c): c.finishUnstarted(CoroutineError.schedulerStopped)
+            }
+        }
+        // Timers of a stopped scheduler can never fire; release them.
+        while let t = timers.popDue(now: .max) { t.action = nil }
+    }
+
+    private func drainRunQueue() -> [Runnable] {
+        var items: [Runnable] = []
+        while let i = runQueue.popFirst() { items.append(i) }
+        return items
+    }
+}
+
+/// An entry of a run queue: a coroutine to resume, or a job to run on the loop's own stack.
+///
+/// `@unchecked Sendable`: a job is created for and only run on its scheduler's thread; it crosses
+/// threads only through the incoming queue's lock.
+enum Runnable: @unchecked Sendable {
+    case coroutine(Coroutine)
+    case job(() -> Void)
+}
+
+/// Whether the calling thread is the process's main thread.
+func isMainThread() -> Bool {
+    #if canImport(Glibc)
+    return UInt64(getpid()) == ccoro_thread_id()
+    #else
+    return pthread_main_np() != 0
+    #endif
+}

@@ -1,0 +1,64 @@
+import CCoroutines
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The I/O readiness poller of one scheduler: epoll on Linux, kqueue on macOS (the platform code
+/// is in CCoroutines' poll.c), plus a wake-up descriptor that other threads signal to interrupt a
+/// blocking wait (eventfd on Linux, a pipe on macOS).
+///
+/// Interest is one-shot: after an event the caller re-arms what it still wants.
+/// Threading: `wake()` is callable from any thread; everything else on the owning scheduler's thread.
+final class Poller: @unchecked Sendable {
+    private let pollFD: Int32
+    private let wakeReadFD: Int32
+    private let wakeWriteFD: Int32
+    private let buffer = UnsafeMutablePointer<ccoro_poll_event>.allocate(capacity: 64)
+
+    init() {
+        var r: Int32 = -1, w: Int32 = -1
+        pollFD = ccoro_poll_create(&r, &w)
+        precondition(pollFD >= 0, "cannot create the I/O poller (errno \(errno))")
+        wakeReadFD = r
+        wakeWriteFD = w
+    }
+
+    deinit {
+        close(pollFD)
+        close(wakeReadFD)
+        if wakeWriteFD != wakeReadFD { close(wakeWriteFD) }
+        buffer.deallocate()
+    }
+
+    /// Interrupts a blocking `wait`. Thread-safe.
+    func wake() { ccoro_poll_wake(wakeWriteFD) }
+
+    /// Arms one-shot interest in `fd`. Returns 0 or errno (EBADF; EPERM for regular files).
+    func arm(fd: Int32, readable: Bool, writable: Bool) -> Int32 {
+        ccoro_poll_arm(pollFD, fd, readable ? 1 : 0, writable ? 1 : 0)
+    }
+
+    /// Removes interest in `fd` (no-op if none).
+    func disarm(fd: Int32) { ccoro_poll_disarm(pollFD, fd) }
+
+    /// Watches `fd` for readability persistently (the dispatch main queue's handle).
+    func watchPersistently(fd: Int32) { _ = ccoro_poll_watch(pollFD, fd) }
+
+    /// Waits for readiness or a wake-up. `timeoutNanoseconds` nil waits indefinitely, 0 polls.
+    /// Wake-up events are consumed here and not reported.
+    func wait(timeoutNanoseconds: UInt64?, into events: inout [ccoro_poll_event]) {
+        events.removeAll(keepingCapacity: true)
+        let t = timeoutNanoseconds.map { Int64(clamping: $0) } ?? -1
+        let n = Int(ccoro_poll_wait(pollFD, buffer, 64, t))
+        for i in 0..<n {
+            if buffer[i].fd == wakeReadFD {
+                ccoro_poll_drain_wake(wakeReadFD)
+            } else {
+                events.append(buffer[i])
+            }
+        }
+    }
+}

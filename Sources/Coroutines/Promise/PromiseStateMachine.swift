@@ -1,0 +1,69 @@
+import Synchronization
+/// The pure state of a promise: pending with waiters, or settled with a result.
+///
+/// Invariants:
+/// * `result == nil` ⇔ pending; once set it never changes (first settlement wins, SPEC §5.1).
+/// * `waiters` is empty once settled: settling hands every waiter to the caller, which resumes
+///   them after releasing the lock.
+/// * `cancelHandlers` run at most once: they are handed out when the promise is cancelled, and a
+///   handler added afterwards is handed back at once to be run.
+struct PromiseStateMachine<Value: Sendable> {
+    enum Waiter {
+        /// A coroutine suspended in `await()`.
+        case coroutine(WaitTicket)
+        /// A Swift task awaiting `value`.
+        case continuation(id: UInt64, CheckedContinuation<Value, any Error>)
+        /// An observer (`then`, `catch`, …) to run as a job on a scheduler.
+        case observer(CoroutineScheduler, @Sendable (Result<Value, any Error>) -> Void)
+    }
+
+    private(set) var result: Result<Value, any Error>?
+    private var waiters: [Waiter] = []
+    private var cancelHandlers: [@Sendable () -> Void] = []
+    private(set) var isCancelled = false
+
+    /// Settles; returns the waiters to resume, or nil if already settled.
+    mutating func settle(_ r: Result<Value, any Error>) -> [Waiter]? {
+        guard result == nil else { return nil }
+        result = r
+        let w = waiters
+        waiters = []
+        return w
+    }
+
+    /// Marks cancellation and returns the cancel handlers to run (once).
+    mutating func cancel() -> [@Sendable () -> Void] {
+        if isCancelled { return [] }
+        isCancelled = true
+        let h = cancelHandlers
+        cancelHandlers = []
+        return h
+    }
+
+    /// Adds a cancel handler; returns true if it must run now (already cancelled).
+    mutating func addCancelHandler(_ h: @escaping @Sendable () -> Void) -> Bool {
+        if isCancelled { return true }
+        if result != nil { return false }   // settled otherwise: never cancelled now
+        cancelHandlers.append(h)
+        return false
+    }
+
+    /// Adds a waiter unless settled; returns the result if settled.
+    mutating func add(_ w: Waiter) -> Result<Value, any Error>? {
+        if let result { return result }
+        waiters.append(w)
+        return nil
+    }
+
+    /// Removes a coroutine's waiter (after cancellation or timeout).
+    mutating func remove(_ ticket: WaitTicket) {
+        waiters.removeAll { if case .coroutine(let t) = $0 { return t.matches(ticket) } else { return false } }
+    }
+
+    /// Removes and returns a task's waiter.
+    mutating func removeContinuation(id: UInt64) -> CheckedContinuation<Value, any Error>? {
+        guard let i = waiters.firstIndex(where: { if case .continuation(id, _) = $0 { return true } else { return false } }),
+              case .continuation(_, let k) = waiters.remove(at: i) else { return nil }
+        return k
+    }
+}

@@ -1,0 +1,46 @@
+import Synchronization
+/// A growable FIFO ring buffer, used for scheduler run queues.
+///
+/// Not thread-safe: each instance is confined to one scheduler thread or guarded by a lock.
+/// - Complexity: amortised O(1) `append` and `popFirst`.
+struct RingBuffer<Element> {
+    private var storage: [Element?]
+    private var head = 0
+    private(set) var count = 0
+
+    init(capacity: Int = 16) {
+        storage = Array(repeating: nil, count: Swift.max(capacity, 2))
+    }
+
+    var isEmpty: Bool { count == 0 }
+
+    var first: Element? { count == 0 ? nil : storage[head] }
+
+    mutating func append(_ element: Element) {
+        if count == storage.count { grow() }
+        var tail = head + count
+        if tail >= storage.count { tail -= storage.count }
+        storage[tail] = element
+        count += 1
+    }
+
+    mutating func popFirst() -> Element? {
+        guard count > 0 else { return nil }
+        let e = storage[head].take()
+        head += 1
+        if head == storage.count { head = 0 }
+        count -= 1
+        return e
+    }
+
+    private mutating func grow() {
+        var new: [Element?] = Array(repeating: nil, count: storage.count * 2)
+        for i in 0..<count {
+            var j = head + i
+            if j >= storage.count { j -= storage.count }
+            new[i] = storage[j].take()
+        }
+        storage = new
+        head = 0
+    }
+}

@@ -1,0 +1,2 @@
+import Coroutines
+print("bench placeholder")
