@@ -15,9 +15,9 @@
 #include <sys/syscall.h>
 #endif
 
-_Thread_local void *ccoro_tls_coroutine_do_not_touch = NULL;
-_Thread_local void *ccoro_tls_scheduler_do_not_touch = NULL;
-_Thread_local const ccoro_running *ccoro_tls_running_do_not_touch = NULL;
+CCORO_TLS void *ccoro_tls_coroutine_do_not_touch = NULL;
+CCORO_TLS void *ccoro_tls_scheduler_do_not_touch = NULL;
+CCORO_TLS const ccoro_running *ccoro_tls_running_do_not_touch = NULL;
 static _Thread_local int ccoro_tls_altstack_ready = 0;
 
 static struct sigaction previous_segv;

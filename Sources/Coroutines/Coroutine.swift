@@ -35,16 +35,16 @@ public final class Coroutine: @unchecked Sendable, Hashable, CustomStringConvert
     // MARK: Confined to the scheduler's thread
 
     /// The body; released as soon as it returns (or if it never runs).
-    var body: (() throws -> Void)?
+    @exclusivity(unchecked) var body: (() throws -> Void)?
     /// The stack and saved context while the coroutine owns a stack.
-    var record: UnsafeMutablePointer<ccoro_stack_record>?
+    @exclusivity(unchecked) var record: UnsafeMutablePointer<ccoro_stack_record>?
     /// NUL-terminated copy of `name` for the signal handler.
-    var cName: UnsafeMutablePointer<CChar>?
+    @exclusivity(unchecked) var cName: UnsafeMutablePointer<CChar>?
     /// Active `withTimeout` scopes, innermost last.
-    var timeoutScopes: [TimeoutScope] = []
+    @exclusivity(unchecked) var timeoutScopes: [TimeoutScope] = []
     /// Why the last suspension ended. Written by the claimer before it enqueues the coroutine
     /// (the enqueue orders it before the read after resumption).
-    var wakeReason = WakeReason.completed
+    @exclusivity(unchecked) var wakeReason = WakeReason.completed
 
     // MARK: Atomics (any thread)
 
@@ -66,14 +66,14 @@ public final class Coroutine: @unchecked Sendable, Hashable, CustomStringConvert
     }
     /// The coroutine this one was launched from; cleared when this one finishes.
     /// Guarded by `parent.shared`'s lock for the sibling links.
-    var parent: Coroutine?
-    var previousSibling: Coroutine?   // guarded by parent's `shared` lock
-    var nextSibling: Coroutine?       // guarded by parent's `shared` lock
+    @exclusivity(unchecked) var parent: Coroutine?
+    @exclusivity(unchecked) var previousSibling: Coroutine?   // guarded by parent's `shared` lock
+    @exclusivity(unchecked) var nextSibling: Coroutine?       // guarded by parent's `shared` lock
 
     // MARK: Guarded by `scheduler.registry`
 
-    var registryPrevious: Coroutine?
-    var registryNext: Coroutine?
+    @exclusivity(unchecked) var registryPrevious: Coroutine?
+    @exclusivity(unchecked) var registryNext: Coroutine?
 
     init(scheduler: CoroutineScheduler, name: String?, stackSize: Int?, reportsUnobservedErrors: Bool,
          rejectUnstarted: (@Sendable (any Error) -> Void)?, body: @escaping () throws -> Void) {

@@ -50,18 +50,21 @@ func spawnThread(name: String, _ body: @escaping @Sendable () -> Void) {
     precondition(rc == 0, "cannot start a thread: error \(rc)")
 }
 
-/// Every scheduler ever created (weakly), for `Coroutine.dumpAll()`.
+/// Every scheduler that can still run coroutines, for `Coroutine.dumpAll()`.
+///
+/// Holds strong references (a weak reference would give every scheduler a side table and make
+/// each of its retains and releases take the slow path); a scheduler leaves when it stops.
 final class SchedulerDirectory: Sendable {
     static let shared = SchedulerDirectory()
-    private struct Entry { weak var scheduler: CoroutineScheduler? }
-    private let entries = Mutex<[Entry]>([])
+    private let entries = Mutex<[CoroutineScheduler]>([])
 
     func add(_ s: CoroutineScheduler) {
-        entries.withLock { e in
-            e.removeAll { $0.scheduler == nil }
-            e.append(Entry(scheduler: s))
-        }
+        entries.withLock { $0.append(s) }
     }
 
-    var all: [CoroutineScheduler] { entries.withLock { $0.compactMap(\.scheduler) } }
+    func remove(_ s: CoroutineScheduler) {
+        entries.withLock { $0.removeAll { $0 === s } }
+    }
+
+    var all: [CoroutineScheduler] { entries.withLock { $0 } }
 }

@@ -45,20 +45,20 @@ public final class CoroutineScheduler: @unchecked Sendable {
 
     // MARK: Confined to the driving thread
 
-    var runQueue = RingBuffer<Runnable>(capacity: 64)
-    var timers = TimerHeap()
-    var ioWaiters: [Int32: IOWaiters] = [:]
-    private var pollEvents: [ccoro_poll_event] = []
+    @exclusivity(unchecked) var runQueue = RingBuffer<Runnable>(capacity: 64)
+    @exclusivity(unchecked) var timers = TimerHeap()
+    @exclusivity(unchecked) var ioWaiters: [Int32: IOWaiters] = [:]
+    @exclusivity(unchecked) private var pollEvents: [ccoro_poll_event] = []
     /// The coroutine executing on the thread now (nil while the loop itself runs).
-    var running: Coroutine?
+    @exclusivity(unchecked) var running: Coroutine?
     /// A coroutine that finished and switched back to the loop; its stack is released by the loop.
-    var finishedCoroutine: Coroutine?
+    @exclusivity(unchecked) var finishedCoroutine: Coroutine?
     /// How many more direct coroutine-to-coroutine switches before the loop gets a turn.
-    var directBudget = 0
+    @exclusivity(unchecked) var directBudget = 0
     /// The loop's own context (the thread's stack).
     let loopRecord: UnsafeMutablePointer<ccoro_stack_record>
-    private var stopHandled = false
-    private var mainQueueFD: Int32 = -1
+    @exclusivity(unchecked) private var stopHandled = false
+    @exclusivity(unchecked) private var mainQueueFD: Int32 = -1
 
     // MARK: Any thread
 
@@ -386,6 +386,7 @@ public final class CoroutineScheduler: @unchecked Sendable {
 
     /// Closes the incoming queue after the loop ended; leftovers finish as stopped.
     func close() {
+        SchedulerDirectory.shared.remove(self)
         let leftovers = incoming.withLock { s in
             s.closed = true
             let items = s.items

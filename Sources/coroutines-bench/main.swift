@@ -1,2 +1,45 @@
 import Coroutines
-print("bench placeholder")
+
+#if DEBUG
+print("WARNING: coroutines-bench was built in debug mode; figures are meaningless. Use `swift run -c release coroutines-bench`.")
+#endif
+
+let benchmarks: [Benchmark] = [
+    Benchmark(name: "switch",
+              ours: Workload(name: "switch (asm ccoro_switch)", unit: "ns/switch", runs: 9) { rawSwitch(iterations: 5_000_000) },
+              peer: Workload(name: "swift: task hop", unit: "ns/switch", runs: 9) { try continuationPingPong(iterations: 500_000) }),
+    Benchmark(name: "yield",
+              ours: Workload(name: "yield (Coroutine.yield)", unit: "ns/switch", runs: 9) { try coroutineYield(iterations: 1_000_000) },
+              peer: Workload(name: "swift: Task.yield", unit: "ns/switch", runs: 9) { try taskYield(iterations: 200_000) }),
+    Benchmark(name: "spawn",
+              ours: Workload(name: "spawn (launch 100k)", unit: "ns/coroutine", runs: 9) { try coroutineSpawn(count: 100_000) },
+              peer: Workload(name: "swift: withDiscardingTaskGroup", unit: "ns/task", runs: 9) { try taskSpawn(count: 100_000) }),
+    Benchmark(name: "skynet",
+              ours: Workload(name: "skynet (1M leaves)", unit: "ms", runs: 5) { try coroutineSkynet() },
+              peer: Workload(name: "swift: TaskGroup", unit: "ms", runs: 3) { try taskSkynet() }),
+    Benchmark(name: "promise",
+              ours: Workload(name: "promise (fulfil → resume)", unit: "ns/op", runs: 9) { try coroutinePromise(iterations: 200_000) },
+              peer: Workload(name: "swift: UnsafeContinuation", unit: "ns/op", runs: 9) { try continuationPromise(iterations: 200_000) }),
+    Benchmark(name: "parked",
+              ours: Workload(name: "parked (100k)", unit: "bytes/coroutine", runs: 3) { try coroutineParked(count: 100_000) },
+              peer: Workload(name: "swift: tasks (100k)", unit: "bytes/task", runs: 3) { try taskParked(count: 100_000) }),
+    Benchmark(name: "parked-1m",
+              ours: Workload(name: "parked (1M)", unit: "bytes/coroutine", runs: 1) { try coroutineParked(count: 1_000_000) },
+              peer: Workload(name: "swift: tasks (1M)", unit: "bytes/task", runs: 1) { try taskParked(count: 1_000_000) }),
+]
+
+let filter = Array(CommandLine.arguments.dropFirst())
+let selected = filter.isEmpty ? benchmarks : benchmarks.filter { b in filter.contains(b.name) }
+if selected.isEmpty {
+    print("unknown benchmark; available: \(benchmarks.map(\.name).joined(separator: " "))")
+}
+for b in selected {
+    let ours = try measure(b.ours)
+    report(b.ours.name, ours, b.ours.unit)
+    if let peer = b.peer {
+        let theirs = try measure(peer)
+        report(peer.name, theirs, peer.unit)
+        let ratio = b.smallerIsBetter ? theirs.median / ours.median : ours.median / theirs.median
+        print("\(pad("  ratio", 28)) \(format(ratio))× in favour of coroutines" + (ratio < 1 ? " (slower)" : ""))
+    }
+}

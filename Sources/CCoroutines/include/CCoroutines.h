@@ -81,9 +81,10 @@ typedef struct ccoro_running {
   size_t stack_size;
 } ccoro_running;
 
-extern _Thread_local void *ccoro_tls_coroutine_do_not_touch;
-extern _Thread_local void *ccoro_tls_scheduler_do_not_touch;
-extern _Thread_local const ccoro_running *ccoro_tls_running_do_not_touch;
+#define CCORO_TLS __attribute__((tls_model("initial-exec"))) _Thread_local
+extern CCORO_TLS void *ccoro_tls_coroutine_do_not_touch;
+extern CCORO_TLS void *ccoro_tls_scheduler_do_not_touch;
+extern CCORO_TLS const ccoro_running *ccoro_tls_running_do_not_touch;
 
 static inline void *ccoro_tls_coroutine(void) { return ccoro_tls_coroutine_do_not_touch; }
 static inline void ccoro_tls_set_coroutine(void *c, const ccoro_running *r) {

@@ -1,0 +1,86 @@
+import CCoroutines
+import Dispatch
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// One measured workload: `run()` returns the metric of one run (e.g. ns per operation).
+struct Workload {
+    let name: String
+    let unit: String
+    let runs: Int
+    let run: () throws -> Double
+}
+
+/// A benchmark: our workload and the Swift-concurrency peer measured in the same process.
+struct Benchmark {
+    let name: String
+    let ours: Workload
+    let peer: Workload?
+    /// true: smaller is better (time); false: larger is better (throughput).
+    var smallerIsBetter = true
+}
+
+struct Summary {
+    let median: Double
+    let min: Double
+    let max: Double
+    let n: Int
+}
+
+func measure(_ w: Workload) throws -> Summary {
+    _ = try w.run()   // warm-up
+    var values: [Double] = []
+    for _ in 0..<w.runs { values.append(try w.run()) }
+    values.sort()
+    let median = values.count % 2 == 1 ? values[values.count / 2] : (values[values.count / 2 - 1] + values[values.count / 2]) / 2
+    return Summary(median: median, min: values.first!, max: values.last!, n: values.count)
+}
+
+func format(_ v: Double) -> String {
+    if v >= 100 { return String(Int(v.rounded())) }
+    if v >= 10 { return String(Double(Int(v * 10)) / 10) }
+    return String(Double(Int(v * 100)) / 100)
+}
+
+func pad(_ s: String, _ n: Int) -> String { s.count >= n ? s : s + String(repeating: " ", count: n - s.count) }
+
+func report(_ name: String, _ s: Summary, _ unit: String) {
+    print("\(pad(name, 28)) n=\(s.n)  median=\(format(s.median)) \(unit)  (\(format(s.min))…\(format(s.max)))")
+}
+
+/// Monotonic nanoseconds.
+@inline(__always) func now() -> UInt64 { ccoro_now_ns() }
+
+/// Runs async work from synchronous code and waits for it (the main thread is not a
+/// cooperative-pool thread, so blocking it is fine here).
+func blockingAwait<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) throws -> T {
+    let done = DispatchSemaphore(value: 0)
+    let box = ResultBox<T>()
+    Task {
+        do { box.result = .success(try await body()) } catch { box.result = .failure(error) }
+        done.signal()
+    }
+    done.wait()
+    return try box.result!.get()
+}
+
+final class ResultBox<T>: @unchecked Sendable {
+    var result: Result<T, any Error>?
+}
+
+/// Resident set size in bytes (Linux /proc/self/statm).
+func residentBytes() -> Int {
+    guard let f = fopen("/proc/self/statm", "r") else { return 0 }
+    defer { fclose(f) }
+    var size = 0, resident = 0
+    withUnsafeMutablePointer(to: &size) { sp in
+        withUnsafeMutablePointer(to: &resident) { rp in
+            _ = withVaList([sp, rp]) { vfscanf(f, "%ld %ld", $0) }
+        }
+    }
+    return resident * Int(ccoro_page_size())
+}
