@@ -29,6 +29,27 @@ void __tsan_switch_to_fiber(void *fiber, unsigned flags);
 #define NO_SANITIZE
 #endif
 
+#if CCORO_TSAN
+void __tsan_acquire(void *addr);
+void __tsan_release(void *addr);
+#endif
+
+NO_SANITIZE void ccoro_tsan_acquire(void *addr) {
+#if CCORO_TSAN
+  __tsan_acquire(addr);
+#else
+  (void)addr;
+#endif
+}
+
+NO_SANITIZE void ccoro_tsan_release(void *addr) {
+#if CCORO_TSAN
+  __tsan_release(addr);
+#else
+  (void)addr;
+#endif
+}
+
 #if CCORO_ASAN
 void __sanitizer_start_switch_fiber(void **fake_stack_save, const void *bottom, size_t size);
 void __sanitizer_finish_switch_fiber(void *fake_stack_save, const void **bottom_old, size_t *size_old);

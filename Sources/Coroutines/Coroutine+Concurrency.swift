@@ -44,7 +44,7 @@ extension Coroutine {
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
                 enum Outcome { case finished, waiting, cancelled }
-                let outcome: Outcome = shared.withLock { s in
+                let outcome: Outcome = shared.locked { s in
                     if s.finished { return .finished }
                     if Task.isCancelled { return .cancelled }
                     s.joiners.append(.continuation(id: id, continuation))
@@ -57,7 +57,7 @@ extension Coroutine {
                 }
             }
         } onCancel: {
-            let removed: CheckedContinuation<Void, any Error>? = shared.withLock { s in
+            let removed: CheckedContinuation<Void, any Error>? = shared.locked { s in
                 guard let i = s.joiners.firstIndex(where: { if case .continuation(id, _) = $0 { return true } else { return false } }) else { return nil }
                 guard case .continuation(_, let k) = s.joiners.remove(at: i) else { return nil }
                 return k
@@ -76,6 +76,6 @@ enum JoinerIDs {
 /// A thread-safe slot for one result.
 final class ResultSlot<Value: Sendable>: Sendable {
     private let slot = Mutex<Result<Value, any Error>?>(nil)
-    func set(_ r: Result<Value, any Error>) { slot.withLock { $0 = r } }
-    func get() -> Result<Value, any Error>? { slot.withLock { $0 } }
+    func set(_ r: Result<Value, any Error>) { slot.locked { $0 = r } }
+    func get() -> Result<Value, any Error>? { slot.locked { $0 } }
 }

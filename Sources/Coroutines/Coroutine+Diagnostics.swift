@@ -16,8 +16,8 @@ extension Coroutine {
     /// the coroutine's scheduler thread, outside any coroutine; it must not block.
     /// - Threading: reading and replacing the handler are thread-safe.
     public static var unobservedErrorHandler: @Sendable (Coroutine, any Error) -> Void {
-        get { unobservedHandlerStorage.withLock { $0 } }
-        set { unobservedHandlerStorage.withLock { $0 = newValue } }
+        get { unobservedHandlerStorage.locked { $0 } }
+        set { unobservedHandlerStorage.locked { $0 = newValue } }
     }
 
     static let defaultUnobservedErrorHandler: @Sendable (Coroutine, any Error) -> Void = { coroutine, error in
@@ -35,7 +35,7 @@ extension Coroutine {
         var lines: [String] = []
         for scheduler in SchedulerDirectory.shared.all {
             var coroutines: [Coroutine] = []
-            scheduler.registry.withLock { r in
+            scheduler.registry.locked { r in
                 var c = r.head
                 while let x = c { coroutines.append(x); c = x.registryNext }
             }

@@ -19,7 +19,7 @@ extension Coroutine {
         if cancelledFlag.exchange(true, ordering: .sequentiallyConsistent) { return }
         interruptWait(.cancelled)
         var children: [Coroutine] = []
-        shared.withLock { s in
+        shared.locked { s in
             var c = s.firstChild
             while let x = c { children.append(x); c = x.nextSibling }
         }
@@ -51,13 +51,13 @@ extension Coroutine {
         let me = try Coroutine.requireCurrent()
         if me === self { throw CoroutineError.joinSelf }
         try me.wait(.join, register: { ticket in
-            shared.withLock { s in
+            shared.locked { s in
                 if s.finished { return true }
                 s.joiners.append(.coroutine(ticket))
                 return false
             }
         }, unregister: { ticket in
-            shared.withLock { s in
+            shared.locked { s in
                 s.joiners.removeAll { if case .coroutine(let t) = $0 { return t.matches(ticket) } else { return false } }
             }
         })
@@ -69,7 +69,7 @@ extension Coroutine {
     /// unobserved error. Runs on the coroutine's stack or, for unstarted coroutines, anywhere.
     func finish(error: (any Error)?) {
         status = .finished
-        let joiners: [Joiner] = shared.withLock { s in
+        let joiners: [Joiner] = shared.locked { s in
             s.finished = true
             s.error = error
             let j = s.joiners
@@ -87,7 +87,7 @@ extension Coroutine {
             scheduler.execute { [self] in handler(self, error) }
         }
         if let parent {
-            parent.shared.withLock { s in
+            parent.shared.locked { s in
                 if let p = previousSibling { p.nextSibling = nextSibling } else { s.firstChild = nextSibling }
                 nextSibling?.previousSibling = previousSibling
             }

@@ -6,19 +6,21 @@ import Synchronization
 /// Exactly one holder of a ticket for an armed suspension succeeds in `resume`: the coroutine's
 /// `epoch` moves from the ticket's odd value to the next even one by compare-and-swap. Completion,
 /// cancellation and timeouts all race through this single claim (SPEC §4.4).
+@usableFromInline
 struct WaitTicket: Sendable {
-    let coroutine: Coroutine
-    let epoch: UInt64
+    @usableFromInline let coroutine: Coroutine
+    @usableFromInline let epoch: UInt64
 
     /// Claims the suspension and makes the coroutine ready on its own scheduler.
     /// - Returns: false if someone else already claimed it.
     /// - Threading: any thread. The coroutine runs after the caller's coroutine suspends (same
     ///   scheduler) or asynchronously (other thread); never inside this call.
-    @discardableResult
+    @usableFromInline @discardableResult
     func resume(_ reason: WakeReason = .completed) -> Bool {
         coroutine.claim(epoch: epoch, reason: reason)
     }
 
+    @usableFromInline
     func matches(_ other: WaitTicket) -> Bool {
         coroutine === other.coroutine && epoch == other.epoch
     }
@@ -55,6 +57,7 @@ extension Coroutine {
     }
 
     /// The running coroutine, or `CoroutineError.notInCoroutine`.
+    @usableFromInline
     static func requireCurrent() throws -> Coroutine {
         guard let c = current else { throw CoroutineError.notInCoroutine }
         return c
@@ -97,6 +100,7 @@ extension Coroutine {
     /// throws.
     ///
     /// Must be called by the coroutine itself, on its scheduler's thread.
+    @usableFromInline
     func wait(_ kind: WaitKind, register: (WaitTicket) throws -> Bool, unregister: (WaitTicket) -> Void) throws {
         try checkInterrupts()
         let armed = epoch.add(1, ordering: .sequentiallyConsistent).newValue

@@ -150,7 +150,7 @@ public final class Coroutine: @unchecked Sendable, Hashable, CustomStringConvert
     /// Links to the parent, registers with the scheduler and queues the first run.
     func start(parent: Coroutine?) {
         if let parent {
-            let parentCancelled: Bool = parent.shared.withLock { s in
+            let parentCancelled: Bool = parent.shared.locked { s in
                 if parent.cancelledFlag.load(ordering: .sequentiallyConsistent) { return true }
                 self.parent = parent
                 self.nextSibling = s.firstChild
@@ -171,11 +171,11 @@ public final class Coroutine: @unchecked Sendable, Hashable, CustomStringConvert
 
     /// Whether the body has returned or thrown (or the coroutine finished without running).
     /// - Complexity: O(1). Thread-safe.
-    public var isFinished: Bool { shared.withLock { $0.finished } }
+    public var isFinished: Bool { shared.locked { $0.finished } }
 
     /// What the body threw, once finished (`nil` while running or after a normal return).
     /// - Complexity: O(1). Thread-safe.
-    public var error: (any Error)? { shared.withLock { $0.error } }
+    public var error: (any Error)? { shared.locked { $0.error } }
 
     var status: CoroutineStatus {
         get { CoroutineStatus(rawValue: statusValue.load(ordering: .relaxed))! }
@@ -199,11 +199,13 @@ enum CoroutineStatus: UInt8 {
 }
 
 /// What a suspended coroutine waits for (for `dumpAll()`).
+@usableFromInline
 enum WaitKind: UInt8 {
     case none, delay, yield, promise, join, readable, writable, task, channel, other
 }
 
 /// Why a suspension ended.
+@usableFromInline
 enum WakeReason: UInt8 {
     case completed, cancelled, timedOut
 }

@@ -59,12 +59,12 @@ final class SchedulerDirectory: Sendable {
     private let entries = Mutex<[CoroutineScheduler]>([])
 
     func add(_ s: CoroutineScheduler) {
-        entries.withLock { $0.append(s) }
+        entries.locked { $0.append(s) }
     }
 
     func remove(_ s: CoroutineScheduler) {
-        entries.withLock { $0.removeAll { $0 === s } }
+        entries.locked { $0.removeAll { $0 === s } }
     }
 
-    var all: [CoroutineScheduler] { entries.withLock { $0 } }
+    var all: [CoroutineScheduler] { entries.locked { $0 } }
 }

@@ -170,15 +170,15 @@ public final class CoroutineScheduler: @unchecked Sendable {
     }
 
     /// Whether ``stop()`` completed: the thread has ended and no coroutine can run on it.
-    public var isStopped: Bool { incoming.withLock { $0.closed } }
+    public var isStopped: Bool { incoming.locked { $0.closed } }
 
-    var liveCount: Int { registry.withLock { $0.count } }
+    var liveCount: Int { registry.locked { $0.count } }
 
     // MARK: Admission and wake-ups
 
     /// Registers a new coroutine and queues its first run (or finishes it if stopped).
     func admit(_ c: Coroutine) {
-        registry.withLock { r in
+        registry.locked { r in
             c.registryNext = r.head
             r.head?.registryPrevious = c
             r.head = c
@@ -193,7 +193,7 @@ public final class CoroutineScheduler: @unchecked Sendable {
     }
 
     func unregister(_ c: Coroutine) {
-        registry.withLock { r in
+        registry.locked { r in
             if let p = c.registryPrevious { p.registryNext = c.registryNext } else { r.head = c.registryNext }
             c.registryNext?.registryPrevious = c.registryPrevious
             c.registryNext = nil
@@ -216,6 +216,7 @@ public final class CoroutineScheduler: @unchecked Sendable {
 
     /// Runs `job` on the scheduler's loop (outside any coroutine). Any thread. If the scheduler
     /// has stopped, the job runs on a pool scheduler instead.
+    @usableFromInline
     func execute(_ job: @escaping @Sendable () -> Void) {
         if isOnOwnThread {
             runQueue.append(.job(job))
@@ -226,7 +227,7 @@ public final class CoroutineScheduler: @unchecked Sendable {
 
     /// Appends to the incoming queue; false if the scheduler has stopped.
     private func post(_ item: Runnable) -> Bool {
-        let accepted = incoming.withLock { s in
+        let accepted = incoming.locked { s in
             if s.closed { return false }
             s.items.append(item)
             return true
@@ -247,7 +248,7 @@ public final class CoroutineScheduler: @unchecked Sendable {
 
     private func drainIncoming() {
         guard incomingCount.load(ordering: .sequentiallyConsistent) > 0 else { return }
-        let items = incoming.withLock { s in
+        let items = incoming.locked { s in
             let items = s.items
             s.items = []
             return items
@@ -377,7 +378,7 @@ public final class CoroutineScheduler: @unchecked Sendable {
     /// Cancels every live coroutine of this scheduler (stop, runBlocking's error path).
     func cancelAll() {
         var all: [Coroutine] = []
-        registry.withLock { r in
+        registry.locked { r in
             var c = r.head
             while let x = c { all.append(x); c = x.registryNext }
         }
@@ -387,7 +388,7 @@ public final class CoroutineScheduler: @unchecked Sendable {
     /// Closes the incoming queue after the loop ended; leftovers finish as stopped.
     func close() {
         SchedulerDirectory.shared.remove(self)
-        let leftovers = incoming.withLock { s in
+        let leftovers = incoming.locked { s in
             s.closed = true
             let items = s.items
             s.items = []

@@ -74,7 +74,7 @@ final class StackAllocator: Sendable {
 
     /// Takes a stack of `size` bytes (already normalised), or nil when none can be mapped.
     func take(size: Int) -> UnsafeMutablePointer<ccoro_stack_record>? {
-        let got: Ref? = state.withLock { s in
+        let got: Ref? = state.locked { s in
             if let r = s.pools[size]?.popLast() {
                 s.pooled -= 1
                 s.inUse += 1
@@ -101,7 +101,7 @@ final class StackAllocator: Sendable {
     }
 
     private func mapFresh(size: Int) -> UnsafeMutablePointer<ccoro_stack_record>? {
-        let useGuarded: Bool = state.withLock { s in
+        let useGuarded: Bool = state.locked { s in
             if s.guardedLive < guardedCap { s.guardedLive += 1; return true }
             return false
         }
@@ -109,11 +109,11 @@ final class StackAllocator: Sendable {
             let r = UnsafeMutablePointer<ccoro_stack_record>.allocate(capacity: 1)
             r.initialize(to: ccoro_stack_record())
             if ccoro_stack_map_guarded(size, &r.pointee.stack) == 0 {
-                state.withLock { $0.inUse += 1 }
+                state.locked { $0.inUse += 1 }
                 return r
             }
             r.deallocate()
-            state.withLock { $0.guardedLive -= 1 }
+            state.locked { $0.guardedLive -= 1 }
             return nil
         }
         let count = Self.slabCount
@@ -132,7 +132,7 @@ final class StackAllocator: Sendable {
         // holds its canary) is usually already in use and resident.
         let first = records.removeLast()
         let rest = records.map(Ref.init)
-        state.withLock { s in
+        state.locked { s in
             s.slabFree[size, default: []].append(contentsOf: rest)
             s.inUse += 1
         }
@@ -145,7 +145,7 @@ final class StackAllocator: Sendable {
         let size = Int(r.pointee.stack.class_size)
         let isSlab = r.pointee.stack.is_slab != 0
         let record = Ref(pointer: r)
-        let unmap: Bool = state.withLock { s in
+        let unmap: Bool = state.locked { s in
             s.inUse -= 1
             if isSlab {
                 s.slabFree[size, default: []].append(record)
@@ -166,9 +166,9 @@ final class StackAllocator: Sendable {
     }
 
     /// Stacks currently handed out (for tests and `dumpAll`).
-    var stacksInUse: Int { state.withLock { $0.inUse } }
+    var stacksInUse: Int { state.locked { $0.inUse } }
     /// Guarded stacks idle in the pool.
-    var stacksPooled: Int { state.withLock { $0.pooled } }
+    var stacksPooled: Int { state.locked { $0.pooled } }
 }
 
 /// Environment lookup without Foundation.

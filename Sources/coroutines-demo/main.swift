@@ -1,31 +1,106 @@
+// The seed scenarios of SPEC §12, run on real coroutines. Delays are scaled down so the demo
+// finishes in a few seconds.
 import Coroutines
 import Dispatch
+import Foundation
+import QueuePool
 
-print("== 1")
+func heading(_ title: String) {
+    print("\n=== \(title) ===")
+}
+
+// MARK: §12.1 Launch order on the main scheduler
+
+heading("1. launch order (main scheduler + two other schedulers)")
+let four = CoroutineScheduler(name: "scheduler-4")
+let five = CoroutineScheduler(name: "scheduler-5")
 try Coroutine.runBlocking {
     Coroutine.launch { print("1") }
-    Coroutine.launch { try Coroutine.delay(.milliseconds(200)); print("2") }
-    Coroutine.launch { try Coroutine.delay(.milliseconds(100)); print("2-delay-1") }
+    Coroutine.launch {
+        try Coroutine.delay(.milliseconds(400))
+        print("2")
+    }
+    Coroutine.launch {
+        try Coroutine.delay(.milliseconds(200))
+        print("2-delay-1")
+    }
     Coroutine.launch { print("3") }
-    let s4 = CoroutineScheduler(name: "four")
-    let s5 = CoroutineScheduler(name: "five")
-    Coroutine.launch(on: s4) { print("4") }
-    Coroutine.launch(on: s5) { print("5") }
+    Coroutine.launch(on: four) { print("4") }
+    Coroutine.launch(on: five) { print("5") }
     print("0")
 }
-print("== 2")
-let r = try Coroutine.runBlocking {
-    let p = Coroutine.async { () -> Int in try Coroutine.delay(.milliseconds(10)); return 42 }
-    return try p.await()
+four.stop()
+five.stop()
+
+// MARK: §12.2 await a promise fulfilled later
+
+heading("2. await a promise fulfilled 300 ms later (3 s in the original)")
+try Coroutine.runBlocking {
+    let promise = Promise<String> { promise in
+        DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(300)) {
+            promise.fulfill("co finish")
+        }
+    }
+    Coroutine.launch {
+        print("co start")
+        let text = try promise.await()       // suspends the coroutine, not the thread
+        print(text)
+    }
+    print("main")
 }
-print(r)
-var t0 = DispatchTime.now().uptimeNanoseconds
-let n = try Coroutine.runBlocking {
-    var count = 0
-    let a = Coroutine.launch { for _ in 0..<1_000_000 { try Coroutine.yield() } }
-    let b = Coroutine.launch { for _ in 0..<1_000_000 { try Coroutine.yield() } }
-    try a.join(); try b.join()
-    count = 2_000_000
-    return count
+
+// MARK: §12.4 ucontext-style ping-pong
+
+heading("4. ping-pong: main → coroutine → main")
+try Coroutine.runBlocking {
+    let peer = Coroutine.launch(name: "peer") {
+        for step in [2, 4, 6] {
+            print("coroutine: step \(step)")
+            try Coroutine.yield()            // switch back to main
+        }
+    }
+    for step in [1, 3, 5] {
+        print("main: step \(step)")
+        try Coroutine.yield()                // switch to the coroutine
+    }
+    try peer.join()
+    print("main: done")
 }
-print("yield ns", Double(DispatchTime.now().uptimeNanoseconds - t0) / Double(n))
+
+// MARK: §12.7 Multi-value await with a tuple
+
+heading("7. multi-value await with a tuple")
+
+/// Reads a file on a coroutine and returns (path, contents, error) as one value.
+func loadFile(_ path: String) -> Promise<(String, String?, String?)> {
+    Coroutine.async {
+        do {
+            let text = try String(contentsOfFile: path, encoding: .utf8)
+            return (path, text, nil)
+        } catch {
+            return (path, nil, "\(error.localizedDescription)")
+        }
+    }
+}
+
+let samplePath = NSTemporaryDirectory() + "coroutines-demo-\(getpid()).txt"
+try "hello from a file\n".write(toFile: samplePath, atomically: true, encoding: .utf8)
+try Coroutine.runBlocking {
+    let (path, data, error) = try loadFile(samplePath).await()
+    print("path: \(path.hasSuffix(".txt") ? "(temporary file)" : path)")
+    print("data: \(data.map { $0.trimmingCharacters(in: .newlines) } ?? "nil")")
+    print("error: \(error ?? "nil")")
+    let (_, missing, missingError) = try loadFile("/nonexistent/file").await()
+    print("missing file → data: \(missing ?? "nil"), error: \(missingError == nil ? "nil" : "present")")
+}
+try? FileManager.default.removeItem(atPath: samplePath)
+
+// MARK: §12.8 DispatchQueuePool
+
+heading("8. DispatchQueuePool.default(for: .utility)")
+let pool = DispatchQueuePool.default(for: .utility)
+print("queues: \(pool.queueCount) (active processors, clamped to 1…32)")
+for queue in pool.queues {
+    print("label: \(queue.label)")
+}
+print("next() × \(pool.queueCount * 2): " + (0..<(pool.queueCount * 2)).map { _ in pool.next().label.split(separator: ".").last.map(String.init) ?? "?" }.joined(separator: " "))

@@ -155,6 +155,12 @@ int ccoro_poll_wait(int pfd, ccoro_poll_event *out, int max, long long timeout_n
 /// The calling thread's stack: lowest address and size.
 void ccoro_thread_stack_bounds(void **base, size_t *size);
 
+/// Tells ThreadSanitizer that the calling thread acquired / released the lock guarding `addr`
+/// (no-ops without TSan). Synchronization.Mutex is compiled without instrumentation, so TSan
+/// cannot see its happens-before edges unless they are annotated.
+void ccoro_tsan_acquire(void *addr);
+void ccoro_tsan_release(void *addr);
+
 // MARK: - Misc
 
 /// Current thread's kernel id (gettid) or a stable per-thread number.

@@ -105,7 +105,7 @@ extension Promise {
                 case .failure(let e):
                     derived.reject(e)
                 case .success(let v):
-                    let done: [Value]? = collected.withLock { c in
+                    let done: [Value]? = collected.locked { c in
                         c.values[i] = v
                         c.remaining -= 1
                         return c.remaining == 0 ? c.values.map { $0! } : nil

@@ -13,7 +13,7 @@ extension Promise {
             return try await withTaskCancellationHandler {
                 try await withCheckedThrowingContinuation { (k: CheckedContinuation<Value, any Error>) in
                     // nil: waiting; otherwise resume now with this outcome.
-                    let now: Result<Value, any Error>? = state.withLock { s in
+                    let now: Result<Value, any Error>? = state.locked { s in
                         if let r = s.result { return r }
                         if Task.isCancelled { return .failure(CancellationError()) }
                         _ = s.add(.continuation(id: id, k))
@@ -22,7 +22,7 @@ extension Promise {
                     if let now { k.resume(with: now) }
                 }
             } onCancel: {
-                state.withLock { $0.removeContinuation(id: id) }?.resume(throwing: CancellationError())
+                state.locked { $0.removeContinuation(id: id) }?.resume(throwing: CancellationError())
             }
         }
     }

@@ -18,9 +18,10 @@ import Synchronization
 /// scheduler current when they were registered (else a pool scheduler), never inside
 /// `fulfill`/`reject` (SPEC §5).
 public final class Promise<Value: Sendable>: Sendable {
-    let state: Mutex<PromiseStateMachine<Value>>
+    @usableFromInline let state: Mutex<PromiseStateMachine<Value>>
 
     /// Creates a pending promise.
+    @inlinable
     public init() {
         state = Mutex(PromiseStateMachine())
     }
@@ -50,14 +51,14 @@ public final class Promise<Value: Sendable>: Sendable {
     /// - Returns: true if this call settled the promise; false if it was already settled.
     /// - Suspends: no; never checks cancellation. Waiters run later, never inside this call.
     /// - Complexity: O(waiters).
-    @discardableResult
+    @inlinable @discardableResult
     public func fulfill(_ value: Value) -> Bool { settle(.success(value)) }
 
     /// Rejects the promise with `error` if it is still pending.
     /// - Returns: true if this call settled the promise.
     /// - Suspends: no; never checks cancellation.
     /// - Complexity: O(waiters).
-    @discardableResult
+    @inlinable @discardableResult
     public func reject(_ error: any Error) -> Bool { settle(.failure(error)) }
 
     /// Rejects the promise with `CancellationError` and runs the ``onCancel(_:)`` handlers once.
@@ -66,7 +67,7 @@ public final class Promise<Value: Sendable>: Sendable {
     /// promise was already settled.
     /// - Suspends: no. Thread-safe.
     public func cancel() {
-        let handlers: [@Sendable () -> Void]? = state.withLock { s in
+        let handlers: [@Sendable () -> Void]? = state.locked { s in
             guard s.result == nil else { return nil }
             return s.cancel()
         }
@@ -80,18 +81,18 @@ public final class Promise<Value: Sendable>: Sendable {
     /// A handler registered after cancellation runs at once, asynchronously (as a job); one
     /// registered after another settlement never runs.
     public func onCancel(_ handler: @escaping @Sendable () -> Void) {
-        let runNow = state.withLock { $0.addCancelHandler(handler) }
+        let runNow = state.locked { $0.addCancelHandler(handler) }
         if runNow { CoroutineScheduler.forObservers().execute(handler) }
     }
 
     /// Whether the promise is not settled yet.
-    public var isPending: Bool { state.withLock { $0.result == nil } }
+    public var isPending: Bool { state.locked { $0.result == nil } }
     /// Whether the promise was fulfilled.
-    public var isFulfilled: Bool { state.withLock { if case .success? = $0.result { true } else { false } } }
+    public var isFulfilled: Bool { state.locked { if case .success? = $0.result { true } else { false } } }
     /// Whether the promise was rejected (including by ``cancel()``).
-    public var isRejected: Bool { state.withLock { if case .failure? = $0.result { true } else { false } } }
+    public var isRejected: Bool { state.locked { if case .failure? = $0.result { true } else { false } } }
     /// The settlement, or nil while pending.
-    public var result: Result<Value, any Error>? { state.withLock { $0.result } }
+    public var result: Result<Value, any Error>? { state.locked { $0.result } }
 
     /// Suspends the current coroutine until the promise settles.
     ///
@@ -105,14 +106,15 @@ public final class Promise<Value: Sendable>: Sendable {
     ///   expiring `withTimeout`.
     /// - Suspends: yes, unless settled; resumes on the coroutine's own scheduler.
     /// - Complexity: O(1) to register; O(waiters) to withdraw after cancellation.
+    @inlinable
     public func await() throws -> Value {
         let c = try Coroutine.requireCurrent()
         try c.wait(.promise, register: { ticket in
-            state.withLock { $0.add(.coroutine(ticket)) } != nil
+            state.locked { $0.add(.coroutine(ticket)) } != nil
         }, unregister: { ticket in
-            state.withLock { $0.remove(ticket) }
+            state.locked { $0.remove(ticket) }
         })
-        guard let r = state.withLock({ $0.result }) else {
+        guard let r = state.locked({ $0.result }) else {
             preconditionFailure("internal inconsistency: a promise waiter was resumed while pending")
         }
         return try r.get()
@@ -120,15 +122,17 @@ public final class Promise<Value: Sendable>: Sendable {
 
     /// Adds an observer that runs once with the settlement, as a job on the scheduler current now
     /// (else a pool scheduler) — never synchronously.
+    @inlinable
     func observe(_ body: @escaping @Sendable (Result<Value, any Error>) -> Void) {
         let scheduler = CoroutineScheduler.forObservers()
-        if let r = state.withLock({ $0.add(.observer(scheduler, body)) }) {
+        if let r = state.locked({ $0.add(.observer(scheduler, body)) }) {
             scheduler.execute { body(r) }
         }
     }
 
-    private func settle(_ r: Result<Value, any Error>) -> Bool {
-        guard let waiters = state.withLock({ $0.settle(r) }) else { return false }
+    @inlinable
+    func settle(_ r: Result<Value, any Error>) -> Bool {
+        guard let waiters = state.locked({ $0.settle(r) }) else { return false }
         for w in waiters {
             switch w {
             case .coroutine(let ticket): ticket.resume()
@@ -142,6 +146,7 @@ public final class Promise<Value: Sendable>: Sendable {
 
 extension CoroutineScheduler {
     /// Where an observer registered now runs: the current scheduler, else a pool scheduler.
+    @usableFromInline
     static func forObservers() -> CoroutineScheduler {
         if let c = Coroutine.current { return c.scheduler }
         return current ?? SchedulerPool.default(for: .default).next()

@@ -7,7 +7,9 @@ import Synchronization
 ///   them after releasing the lock.
 /// * `cancelHandlers` run at most once: they are handed out when the promise is cancelled, and a
 ///   handler added afterwards is handed back at once to be run.
+@usableFromInline
 struct PromiseStateMachine<Value: Sendable> {
+    @usableFromInline
     enum Waiter {
         /// A coroutine suspended in `await()`.
         case coroutine(WaitTicket)
@@ -17,12 +19,16 @@ struct PromiseStateMachine<Value: Sendable> {
         case observer(CoroutineScheduler, @Sendable (Result<Value, any Error>) -> Void)
     }
 
-    private(set) var result: Result<Value, any Error>?
-    private var waiters: [Waiter] = []
-    private var cancelHandlers: [@Sendable () -> Void] = []
-    private(set) var isCancelled = false
+    @usableFromInline var result: Result<Value, any Error>?
+    @usableFromInline var waiters: [Waiter] = []
+    @usableFromInline var cancelHandlers: [@Sendable () -> Void] = []
+    @usableFromInline var isCancelled = false
+
+    @inlinable
+    init() {}
 
     /// Settles; returns the waiters to resume, or nil if already settled.
+    @inlinable
     mutating func settle(_ r: Result<Value, any Error>) -> [Waiter]? {
         guard result == nil else { return nil }
         result = r
@@ -32,6 +38,7 @@ struct PromiseStateMachine<Value: Sendable> {
     }
 
     /// Marks cancellation and returns the cancel handlers to run (once).
+    @inlinable
     mutating func cancel() -> [@Sendable () -> Void] {
         if isCancelled { return [] }
         isCancelled = true
@@ -41,6 +48,7 @@ struct PromiseStateMachine<Value: Sendable> {
     }
 
     /// Adds a cancel handler; returns true if it must run now (already cancelled).
+    @inlinable
     mutating func addCancelHandler(_ h: @escaping @Sendable () -> Void) -> Bool {
         if isCancelled { return true }
         if result != nil { return false }   // settled otherwise: never cancelled now
@@ -49,6 +57,7 @@ struct PromiseStateMachine<Value: Sendable> {
     }
 
     /// Adds a waiter unless settled; returns the result if settled.
+    @inlinable
     mutating func add(_ w: Waiter) -> Result<Value, any Error>? {
         if let result { return result }
         waiters.append(w)
@@ -56,11 +65,13 @@ struct PromiseStateMachine<Value: Sendable> {
     }
 
     /// Removes a coroutine's waiter (after cancellation or timeout).
+    @inlinable
     mutating func remove(_ ticket: WaitTicket) {
         waiters.removeAll { if case .coroutine(let t) = $0 { return t.matches(ticket) } else { return false } }
     }
 
     /// Removes and returns a task's waiter.
+    @inlinable
     mutating func removeContinuation(id: UInt64) -> CheckedContinuation<Value, any Error>? {
         guard let i = waiters.firstIndex(where: { if case .continuation(id, _) = $0 { return true } else { return false } }),
               case .continuation(_, let k) = waiters.remove(at: i) else { return nil }
