@@ -75,6 +75,7 @@ public final class Coroutine: @unchecked Sendable, Hashable, CustomStringConvert
     @exclusivity(unchecked) var registryPrevious: Coroutine?
     @exclusivity(unchecked) var registryNext: Coroutine?
 
+    @usableFromInline
     init(scheduler: CoroutineScheduler, name: String?, stackSize: Int?, reportsUnobservedErrors: Bool,
          rejectUnstarted: (@Sendable (any Error) -> Void)?, body: @escaping () throws -> Void) {
         self.scheduler = scheduler
@@ -128,6 +129,7 @@ public final class Coroutine: @unchecked Sendable, Hashable, CustomStringConvert
     /// - Returns: A promise settled when the body ends.
     /// - Suspends: no. Thread-safe.
     /// - Complexity: O(1).
+    @inlinable
     public static func async<Value: Sendable>(on scheduler: CoroutineScheduler? = nil, name: String? = nil,
                                               stackSize: Int? = nil,
                                               _ body: @escaping @Sendable () throws -> Value) -> Promise<Value> {
@@ -142,12 +144,14 @@ public final class Coroutine: @unchecked Sendable, Hashable, CustomStringConvert
                                   throw error
                               }
                           })
-        promise.onCancel { [weak c] in c?.cancel() }
+        // Strong capture: settling the promise drops its cancel handlers, which ends the cycle.
+        promise.onCancel { c.cancel() }
         c.start(parent: Coroutine.current)
         return promise
     }
 
     /// Links to the parent, registers with the scheduler and queues the first run.
+    @usableFromInline
     func start(parent: Coroutine?) {
         if let parent {
             let parentCancelled: Bool = parent.shared.locked { s in

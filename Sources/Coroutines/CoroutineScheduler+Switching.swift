@@ -58,7 +58,16 @@ extension CoroutineScheduler {
 
     /// Gives `c` a stack and lays out its first frame. False if no stack could be mapped.
     func prepareStack(_ c: Coroutine) -> Bool {
-        guard let r = StackAllocator.shared.take(size: c.stackSize) else { return false }
+        let r: UnsafeMutablePointer<ccoro_stack_record>
+        if c.stackSize == StackAllocator.defaultStackSize, let cached = stackCache.popLast() {
+            StackAllocator.shared.cachedInSchedulers.subtract(1, ordering: .relaxed)
+            StackAllocator.shared.prepareForUse(cached)
+            r = cached
+        } else if let fresh = StackAllocator.shared.take(size: c.stackSize) {
+            r = fresh
+        } else {
+            return false
+        }
         c.record = r
         if let name = c.name { c.cName = strdup(name) }
         r.pointee.running = ccoro_running(guard_lo: r.pointee.stack.guard_lo,
@@ -77,7 +86,13 @@ extension CoroutineScheduler {
             ccoro_fiber_destroy(r.pointee.fiber)
             r.pointee.fiber = nil
             c.record = nil
-            StackAllocator.shared.give(r)
+            if Int(r.pointee.stack.class_size) == StackAllocator.defaultStackSize
+                && stackCache.count < StackAllocator.schedulerCacheLimit {
+                stackCache.append(r)
+                StackAllocator.shared.cachedInSchedulers.add(1, ordering: .relaxed)
+            } else {
+                StackAllocator.shared.give(r)
+            }
         }
         if let n = c.cName {
             free(n)

@@ -55,6 +55,8 @@ public final class CoroutineScheduler: @unchecked Sendable {
     @exclusivity(unchecked) var finishedCoroutine: Coroutine?
     /// How many more direct coroutine-to-coroutine switches before the loop gets a turn.
     @exclusivity(unchecked) var directBudget = 0
+    /// Default-size stacks kept by this scheduler (taken and given back without a lock).
+    @exclusivity(unchecked) var stackCache: [UnsafeMutablePointer<ccoro_stack_record>] = []
     /// The loop's own context (the thread's stack).
     let loopRecord: UnsafeMutablePointer<ccoro_stack_record>
     @exclusivity(unchecked) private var stopHandled = false
@@ -123,6 +125,7 @@ public final class CoroutineScheduler: @unchecked Sendable {
     }
 
     /// The default scheduler for `launch(on: nil)` (SPEC §4.2).
+    @usableFromInline
     static func defaultForLaunch() -> CoroutineScheduler {
         if let c = Coroutine.current { return c.scheduler }
         if let s = current { return s }
@@ -401,6 +404,11 @@ public final class CoroutineScheduler: @unchecked Sendable {
             case .coroutine(let c): c.finishUnstarted(CoroutineError.schedulerStopped)
             }
         }
+        for r in stackCache {
+            StackAllocator.shared.cachedInSchedulers.subtract(1, ordering: .relaxed)
+            StackAllocator.shared.give(r)
+        }
+        stackCache = []
         // Timers of a stopped scheduler can never fire; release them.
         while let t = timers.popDue(now: .max) { t.action = nil }
     }

@@ -26,8 +26,10 @@ final class StackAllocator: Sendable {
     static let maximumStackSize = 64 * 1024 * 1024
     /// Stacks per slab mapping.
     static let slabCount = 1024
-    /// At most this many idle stacks of one size are kept; more are unmapped.
-    static let poolLimit = 16_384
+    /// At most this many idle guarded stacks of one size are kept; more are unmapped.
+    static let poolLimit = 32_768
+    /// Stacks each scheduler keeps for itself (default size only), taken without the lock.
+    static let schedulerCacheLimit = 128
 
     /// The number of guarded stacks that may be live at once.
     let guardedCap: Int
@@ -45,6 +47,8 @@ final class StackAllocator: Sendable {
         var pooled = 0
     }
     private let state = Mutex(State())
+    /// Stacks held in schedulers' private caches (counted as in use by `state`).
+    let cachedInSchedulers = Atomic<Int>(0)
 
     private init() {
         let maxMaps = ccoro_max_map_count()
@@ -86,7 +90,10 @@ final class StackAllocator: Sendable {
             }
             return nil
         }
-        if let got { prepareForUse(got.pointer); return got.pointer }
+        if let got {
+            prepareForUse(got.pointer)
+            return got.pointer
+        }
         // Map outside the lock.
         if let r = mapFresh(size: size) {
             prepareForUse(r)
@@ -95,7 +102,7 @@ final class StackAllocator: Sendable {
         return nil
     }
 
-    private func prepareForUse(_ r: UnsafeMutablePointer<ccoro_stack_record>) {
+    func prepareForUse(_ r: UnsafeMutablePointer<ccoro_stack_record>) {
         ccoro_stack_arm_canary(&r.pointee.stack)
         r.pointee.fake_stack = nil
     }
@@ -166,7 +173,7 @@ final class StackAllocator: Sendable {
     }
 
     /// Stacks currently handed out (for tests and `dumpAll`).
-    var stacksInUse: Int { state.locked { $0.inUse } }
+    var stacksInUse: Int { state.locked { $0.inUse } - cachedInSchedulers.load(ordering: .relaxed) }
     /// Guarded stacks idle in the pool.
     var stacksPooled: Int { state.locked { $0.pooled } }
 }

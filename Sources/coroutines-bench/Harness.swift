@@ -41,6 +41,8 @@ func measure(_ w: Workload) throws -> Summary {
 }
 
 func format(_ v: Double) -> String {
+    guard v.isFinite else { return v.isNaN ? "nan" : (v > 0 ? "inf" : "-inf") }
+    if v < 0 { return "-" + format(-v) }
     if v >= 100 { return String(Int(v.rounded())) }
     if v >= 10 { return String(Double(Int(v * 10)) / 10) }
     return String(Double(Int(v * 100)) / 100)
@@ -48,8 +50,14 @@ func format(_ v: Double) -> String {
 
 func pad(_ s: String, _ n: Int) -> String { s.count >= n ? s : s + String(repeating: " ", count: n - s.count) }
 
+/// Prints a line at once (stdout may be a pipe; the figures must not sit in a buffer).
+func emit(_ line: String) {
+    let text = line + "\n"
+    text.withCString { _ = write(1, $0, strlen($0)) }
+}
+
 func report(_ name: String, _ s: Summary, _ unit: String) {
-    print("\(pad(name, 28)) n=\(s.n)  median=\(format(s.median)) \(unit)  (\(format(s.min))…\(format(s.max)))")
+    emit("\(pad(name, 28)) n=\(s.n)  median=\(format(s.median)) \(unit)  (\(format(s.min))…\(format(s.max)))")
 }
 
 /// Monotonic nanoseconds.
@@ -72,15 +80,15 @@ final class ResultBox<T>: @unchecked Sendable {
     var result: Result<T, any Error>?
 }
 
-/// Resident set size in bytes (Linux /proc/self/statm).
+/// Resident set size in bytes (Linux /proc/self/statm: size resident shared …, in pages).
 func residentBytes() -> Int {
-    guard let f = fopen("/proc/self/statm", "r") else { return 0 }
-    defer { fclose(f) }
-    var size = 0, resident = 0
-    withUnsafeMutablePointer(to: &size) { sp in
-        withUnsafeMutablePointer(to: &resident) { rp in
-            _ = withVaList([sp, rp]) { vfscanf(f, "%ld %ld", $0) }
-        }
-    }
-    return resident * Int(ccoro_page_size())
+    let fd = open("/proc/self/statm", O_RDONLY)
+    guard fd >= 0 else { return 0 }
+    defer { close(fd) }
+    var buffer = [UInt8](repeating: 0, count: 256)
+    let n = read(fd, &buffer, buffer.count)
+    guard n > 0 else { return 0 }
+    let fields = String(decoding: buffer[0..<n], as: UTF8.self).split(separator: " ")
+    guard fields.count > 1, let pages = Int(fields[1]) else { return 0 }
+    return pages * Int(ccoro_page_size())
 }

@@ -1,7 +1,7 @@
 import Coroutines
 
 #if DEBUG
-print("WARNING: coroutines-bench was built in debug mode; figures are meaningless. Use `swift run -c release coroutines-bench`.")
+emit("WARNING: coroutines-bench was built in debug mode; figures are meaningless. Use `swift run -c release coroutines-bench`.")
 #endif
 
 let benchmarks: [Benchmark] = [
@@ -31,7 +31,7 @@ let benchmarks: [Benchmark] = [
 let filter = Array(CommandLine.arguments.dropFirst())
 let selected = filter.isEmpty ? benchmarks : benchmarks.filter { b in filter.contains(b.name) }
 if selected.isEmpty {
-    print("unknown benchmark; available: \(benchmarks.map(\.name).joined(separator: " "))")
+    emit("unknown benchmark; available: \(benchmarks.map(\.name).joined(separator: " "))")
 }
 for b in selected {
     let ours = try measure(b.ours)
@@ -40,6 +40,6 @@ for b in selected {
         let theirs = try measure(peer)
         report(peer.name, theirs, peer.unit)
         let ratio = b.smallerIsBetter ? theirs.median / ours.median : ours.median / theirs.median
-        print("\(pad("  ratio", 28)) \(format(ratio))× in favour of coroutines" + (ratio < 1 ? " (slower)" : ""))
+        emit("\(pad("  ratio", 28)) \(format(ratio))× in favour of coroutines" + (ratio < 1 ? " (slower)" : ""))
     }
 }

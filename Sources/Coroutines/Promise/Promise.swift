@@ -133,7 +133,7 @@ public final class Promise<Value: Sendable>: Sendable {
     @inlinable
     func settle(_ r: Result<Value, any Error>) -> Bool {
         guard let waiters = state.locked({ $0.settle(r) }) else { return false }
-        for w in waiters {
+        waiters.forEach { w in
             switch w {
             case .coroutine(let ticket): ticket.resume()
             case .continuation(_, let k): k.resume(with: r)

@@ -3,7 +3,7 @@ import Synchronization
 ///
 /// Invariants:
 /// * `result == nil` ⇔ pending; once set it never changes (first settlement wins, SPEC §5.1).
-/// * `waiters` is empty once settled: settling hands every waiter to the caller, which resumes
+/// * `waiters` and `cancelHandlers` are empty once settled: settling hands every waiter to the caller, which resumes
 ///   them after releasing the lock.
 /// * `cancelHandlers` run at most once: they are handed out when the promise is cancelled, and a
 ///   handler added afterwards is handed back at once to be run.
@@ -20,7 +20,7 @@ struct PromiseStateMachine<Value: Sendable> {
     }
 
     @usableFromInline var result: Result<Value, any Error>?
-    @usableFromInline var waiters: [Waiter] = []
+    @usableFromInline var waiters = WaiterList<Waiter>()
     @usableFromInline var cancelHandlers: [@Sendable () -> Void] = []
     @usableFromInline var isCancelled = false
 
@@ -29,11 +29,12 @@ struct PromiseStateMachine<Value: Sendable> {
 
     /// Settles; returns the waiters to resume, or nil if already settled.
     @inlinable
-    mutating func settle(_ r: Result<Value, any Error>) -> [Waiter]? {
+    mutating func settle(_ r: Result<Value, any Error>) -> WaiterList<Waiter>? {
         guard result == nil else { return nil }
         result = r
         let w = waiters
-        waiters = []
+        waiters = WaiterList()
+        cancelHandlers = []   // never run now; dropping them breaks promise → handler → coroutine cycles
         return w
     }
 
@@ -67,14 +68,13 @@ struct PromiseStateMachine<Value: Sendable> {
     /// Removes a coroutine's waiter (after cancellation or timeout).
     @inlinable
     mutating func remove(_ ticket: WaitTicket) {
-        waiters.removeAll { if case .coroutine(let t) = $0 { return t.matches(ticket) } else { return false } }
+        _ = waiters.remove { if case .coroutine(let t) = $0 { return t.matches(ticket) } else { return false } }
     }
 
     /// Removes and returns a task's waiter.
     @inlinable
     mutating func removeContinuation(id: UInt64) -> CheckedContinuation<Value, any Error>? {
-        guard let i = waiters.firstIndex(where: { if case .continuation(id, _) = $0 { return true } else { return false } }),
-              case .continuation(_, let k) = waiters.remove(at: i) else { return nil }
+        guard case .continuation(_, let k)? = waiters.remove(where: { if case .continuation(id, _) = $0 { return true } else { return false } }) else { return nil }
         return k
     }
 }
