@@ -62,17 +62,21 @@ public final class Coroutine: @unchecked Sendable, Hashable, CustomStringConvert
         var finished = false
         var error: (any Error)?
         var joiners: [Joiner] = []
-        var firstChild: Coroutine?
+        /// Not retained: a live child is kept alive by its scheduler's registry, and unlinks
+        /// itself when it finishes.
+        unowned(unsafe) var firstChild: Coroutine?
     }
     /// The coroutine this one was launched from; cleared when this one finishes.
     /// Guarded by `parent.shared`'s lock for the sibling links.
     @exclusivity(unchecked) var parent: Coroutine?
-    @exclusivity(unchecked) var previousSibling: Coroutine?   // guarded by parent's `shared` lock
-    @exclusivity(unchecked) var nextSibling: Coroutine?       // guarded by parent's `shared` lock
+    // Guarded by the parent's `shared` lock; not retained (see `SharedState.firstChild`).
+    @exclusivity(unchecked) unowned(unsafe) var previousSibling: Coroutine?
+    @exclusivity(unchecked) unowned(unsafe) var nextSibling: Coroutine?
 
     // MARK: Guarded by `scheduler.registry`
 
-    @exclusivity(unchecked) var registryPrevious: Coroutine?
+    /// Not retained: the previous entry retains this one through `registryNext`.
+    @exclusivity(unchecked) unowned(unsafe) var registryPrevious: Coroutine?
     @exclusivity(unchecked) var registryNext: Coroutine?
 
     @usableFromInline

@@ -1,5 +1,6 @@
 import CCoroutines
 import Dispatch
+import Foundation
 
 #if canImport(Glibc)
 import Glibc
@@ -91,4 +92,25 @@ func residentBytes() -> Int {
     let fields = String(decoding: buffer[0..<n], as: UTF8.self).split(separator: " ")
     guard fields.count > 1, let pages = Int(fields[1]) else { return 0 }
     return pages * Int(ccoro_page_size())
+}
+
+/// Runs one `parked` measurement in a fresh child process and returns its figure.
+func parkedInChild(_ kind: String, _ count: Int) throws -> Double {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0])
+    process.arguments = ["--parked-child", kind, String(count)]
+    let pipe = Pipe()
+    process.standardOutput = pipe
+    try process.run()
+    let data = pipe.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    let text = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+    guard process.terminationStatus == 0, let value = Double(text.split(separator: "\n").last ?? "") else {
+        throw BenchError.child("parked child (\(kind), \(count)) exited \(process.terminationStatus): \(text)")
+    }
+    return value
+}
+
+enum BenchError: Error {
+    case child(String)
 }

@@ -1,4 +1,7 @@
 import Coroutines
+#if canImport(Glibc)
+import Glibc
+#endif
 
 #if DEBUG
 emit("WARNING: coroutines-bench was built in debug mode; figures are meaningless. Use `swift run -c release coroutines-bench`.")
@@ -20,13 +23,22 @@ let benchmarks: [Benchmark] = [
     Benchmark(name: "promise",
               ours: Workload(name: "promise (fulfil → resume)", unit: "ns/op", runs: 9) { try coroutinePromise(iterations: 200_000) },
               peer: Workload(name: "swift: UnsafeContinuation", unit: "ns/op", runs: 9) { try continuationPromise(iterations: 200_000) }),
+    // Memory is measured in a fresh child process per run, so stacks pooled by earlier runs
+    // cannot hide the cost.
     Benchmark(name: "parked",
-              ours: Workload(name: "parked (100k)", unit: "bytes/coroutine", runs: 3) { try coroutineParked(count: 100_000) },
-              peer: Workload(name: "swift: tasks (100k)", unit: "bytes/task", runs: 3) { try taskParked(count: 100_000) }),
+              ours: Workload(name: "parked (100k)", unit: "bytes/coroutine", runs: 3) { try parkedInChild("coroutines", 100_000) },
+              peer: Workload(name: "swift: tasks (100k)", unit: "bytes/task", runs: 3) { try parkedInChild("tasks", 100_000) }),
     Benchmark(name: "parked-1m",
-              ours: Workload(name: "parked (1M)", unit: "bytes/coroutine", runs: 1) { try coroutineParked(count: 1_000_000) },
-              peer: Workload(name: "swift: tasks (1M)", unit: "bytes/task", runs: 1) { try taskParked(count: 1_000_000) }),
+              ours: Workload(name: "parked (1M)", unit: "bytes/coroutine", runs: 1) { try parkedInChild("coroutines", 1_000_000) },
+              peer: Workload(name: "swift: tasks (1M)", unit: "bytes/task", runs: 1) { try parkedInChild("tasks", 1_000_000) }),
 ]
+
+if CommandLine.arguments.count == 4, CommandLine.arguments[1] == "--parked-child" {
+    let count = Int(CommandLine.arguments[3])!
+    let value = CommandLine.arguments[2] == "tasks" ? try taskParked(count: count) : try coroutineParked(count: count)
+    emit("\(value)")
+    exit(0)
+}
 
 let filter = Array(CommandLine.arguments.dropFirst())
 let selected = filter.isEmpty ? benchmarks : benchmarks.filter { b in filter.contains(b.name) }
@@ -36,7 +48,7 @@ if selected.isEmpty {
 for b in selected {
     let ours = try measure(b.ours)
     report(b.ours.name, ours, b.ours.unit)
-    if let peer = b.peer {
+    if let peer = b.peer, getenv("COROUTINES_BENCH_NO_PEER") == nil {
         let theirs = try measure(peer)
         report(peer.name, theirs, peer.unit)
         let ratio = b.smallerIsBetter ? theirs.median / ours.median : ours.median / theirs.median

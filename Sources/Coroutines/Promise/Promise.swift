@@ -110,7 +110,7 @@ public final class Promise<Value: Sendable>: Sendable {
     public func await() throws -> Value {
         let c = try Coroutine.requireCurrent()
         try c.wait(.promise, register: { ticket in
-            state.locked { $0.add(.coroutine(ticket)) } != nil
+            state.locked { $0.add(ticket) }
         }, unregister: { ticket in
             state.locked { $0.remove(ticket) }
         })
@@ -132,10 +132,10 @@ public final class Promise<Value: Sendable>: Sendable {
 
     @inlinable
     func settle(_ r: Result<Value, any Error>) -> Bool {
-        guard let waiters = state.locked({ $0.settle(r) }) else { return false }
-        waiters.forEach { w in
+        guard let settled = state.locked({ $0.settle(r) }) else { return false }
+        settled.coroutines.forEach { $0.resume() }
+        for w in settled.others {
             switch w {
-            case .coroutine(let ticket): ticket.resume()
             case .continuation(_, let k): k.resume(with: r)
             case .observer(let scheduler, let body): scheduler.execute { body(r) }
             }

@@ -9,18 +9,30 @@ import Synchronization
 ///   handler added afterwards is handed back at once to be run.
 @usableFromInline
 struct PromiseStateMachine<Value: Sendable> {
+    /// A waiter that is not a coroutine (coroutines, the hot path, have their own list of plain
+    /// tickets so that no multi-payload enum is copied when a coroutine waits).
     @usableFromInline
     enum Waiter {
-        /// A coroutine suspended in `await()`.
-        case coroutine(WaitTicket)
         /// A Swift task awaiting `value`.
         case continuation(id: UInt64, CheckedContinuation<Value, any Error>)
         /// An observer (`then`, `catch`, …) to run as a job on a scheduler.
         case observer(CoroutineScheduler, @Sendable (Result<Value, any Error>) -> Void)
     }
 
+    /// What a settlement hands back to be resumed outside the lock.
+    @usableFromInline
+    struct Settled {
+        @usableFromInline var coroutines: WaiterList<WaitTicket>
+        @usableFromInline var others: [Waiter]
+        @inlinable init(coroutines: WaiterList<WaitTicket>, others: [Waiter]) {
+            self.coroutines = coroutines
+            self.others = others
+        }
+    }
+
     @usableFromInline var result: Result<Value, any Error>?
-    @usableFromInline var waiters = WaiterList<Waiter>()
+    @usableFromInline var coroutines = WaiterList<WaitTicket>()
+    @usableFromInline var others: [Waiter] = []
     @usableFromInline var cancelHandlers: [@Sendable () -> Void] = []
     @usableFromInline var isCancelled = false
 
@@ -29,13 +41,14 @@ struct PromiseStateMachine<Value: Sendable> {
 
     /// Settles; returns the waiters to resume, or nil if already settled.
     @inlinable
-    mutating func settle(_ r: Result<Value, any Error>) -> WaiterList<Waiter>? {
+    mutating func settle(_ r: Result<Value, any Error>) -> Settled? {
         guard result == nil else { return nil }
         result = r
-        let w = waiters
-        waiters = WaiterList()
+        let settled = Settled(coroutines: coroutines, others: others)
+        coroutines = WaiterList()
+        others = []
         cancelHandlers = []   // never run now; dropping them breaks promise → handler → coroutine cycles
-        return w
+        return settled
     }
 
     /// Marks cancellation and returns the cancel handlers to run (once).
@@ -57,24 +70,33 @@ struct PromiseStateMachine<Value: Sendable> {
         return false
     }
 
-    /// Adds a waiter unless settled; returns the result if settled.
+    /// Adds a coroutine waiter unless settled; returns true if settled.
+    @inlinable
+    mutating func add(_ ticket: WaitTicket) -> Bool {
+        if result != nil { return true }
+        coroutines.append(ticket)
+        return false
+    }
+
+    /// Adds a task or observer waiter unless settled; returns the result if settled.
     @inlinable
     mutating func add(_ w: Waiter) -> Result<Value, any Error>? {
         if let result { return result }
-        waiters.append(w)
+        others.append(w)
         return nil
     }
 
     /// Removes a coroutine's waiter (after cancellation or timeout).
     @inlinable
     mutating func remove(_ ticket: WaitTicket) {
-        _ = waiters.remove { if case .coroutine(let t) = $0 { return t.matches(ticket) } else { return false } }
+        _ = coroutines.remove { $0.matches(ticket) }
     }
 
     /// Removes and returns a task's waiter.
     @inlinable
     mutating func removeContinuation(id: UInt64) -> CheckedContinuation<Value, any Error>? {
-        guard case .continuation(_, let k)? = waiters.remove(where: { if case .continuation(id, _) = $0 { return true } else { return false } }) else { return nil }
+        guard let i = others.firstIndex(where: { if case .continuation(id, _) = $0 { return true } else { return false } }),
+              case .continuation(_, let k) = others.remove(at: i) else { return nil }
         return k
     }
 }
