@@ -10,6 +10,12 @@ final class UncheckedBox<Value>: @unchecked Sendable {
     init(_ value: Value) { self.value = value }
 }
 
+/// The outcome of a `runBlocking` body; confined to the driving thread.
+final class BlockingResult<Value>: UnstartedObserver, @unchecked Sendable {
+    var value: Result<Value, any Error>?
+    func coroutineNeverRan(_ error: any Error) { value = .failure(error) }
+}
+
 extension Coroutine {
     /// Runs `body` as a coroutine on the calling thread and blocks the thread until it and every
     /// coroutine launched onto that thread's temporary scheduler have finished (Kotlin's
@@ -65,12 +71,12 @@ extension Coroutine {
     /// Drives `scheduler` on the calling thread until `body` and everything launched onto the
     /// scheduler finished.
     private static func drive<Value>(_ scheduler: CoroutineScheduler, _ body: () throws -> Value) throws -> Value {
-        let result = UncheckedBox<Result<Value, any Error>?>(nil)
+        let result = BlockingResult<Value>()
         let bodyError = UncheckedBox<Bool>(false)
         withoutActuallyEscaping(body) { body in
             let unchecked = UncheckedBox(body)
             let c = Coroutine(scheduler: scheduler, name: "runBlocking", stackSize: nil,
-                              reportsUnobservedErrors: false, rejectUnstarted: { result.value = .failure($0) },
+                              reportsUnobservedErrors: false, unstartedObserver: result,
                               body: {
                                   do {
                                       result.value = .success(try unchecked.value())

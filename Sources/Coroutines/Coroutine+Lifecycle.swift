@@ -100,7 +100,7 @@ extension Coroutine {
     /// Finishes a coroutine whose body never ran (cancelled before start, stopped scheduler, no stack).
     func finishUnstarted(_ error: any Error) {
         body = nil
-        rejectUnstarted?(error)
+        unstartedObserver?.coroutineNeverRan(error)
         finish(error: error)
         scheduler.unregister(self)
     }

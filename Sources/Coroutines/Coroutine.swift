@@ -29,8 +29,8 @@ public final class Coroutine: @unchecked Sendable, Hashable, CustomStringConvert
     let stackSize: Int
     /// Whether an error thrown by the body is reported to `unobservedErrorHandler` if nobody joins.
     let reportsUnobservedErrors: Bool
-    /// Rejects the promise of `Coroutine.async` when the body never runs.
-    let rejectUnstarted: (@Sendable (any Error) -> Void)?
+    /// Told when the body never runs (the promise of `Coroutine.async`, runBlocking's result).
+    let unstartedObserver: (any UnstartedObserver)?
 
     // MARK: Confined to the scheduler's thread
 
@@ -81,12 +81,12 @@ public final class Coroutine: @unchecked Sendable, Hashable, CustomStringConvert
 
     @usableFromInline
     init(scheduler: CoroutineScheduler, name: String?, stackSize: Int?, reportsUnobservedErrors: Bool,
-         rejectUnstarted: (@Sendable (any Error) -> Void)?, body: @escaping () throws -> Void) {
+         unstartedObserver: (any UnstartedObserver)?, body: @escaping () throws -> Void) {
         self.scheduler = scheduler
         self.name = name
         self.stackSize = StackAllocator.normalizedSize(stackSize)
         self.reportsUnobservedErrors = reportsUnobservedErrors
-        self.rejectUnstarted = rejectUnstarted
+        self.unstartedObserver = unstartedObserver
         self.body = body
     }
 
@@ -119,7 +119,7 @@ public final class Coroutine: @unchecked Sendable, Hashable, CustomStringConvert
                               _ body: @escaping @Sendable () throws -> Void) -> Coroutine {
         let target = scheduler ?? CoroutineScheduler.defaultForLaunch()
         let c = Coroutine(scheduler: target, name: name, stackSize: stackSize,
-                          reportsUnobservedErrors: true, rejectUnstarted: nil, body: body)
+                          reportsUnobservedErrors: true, unstartedObserver: nil, body: body)
         c.start(parent: Coroutine.current)
         return c
     }
@@ -141,15 +141,14 @@ public final class Coroutine: @unchecked Sendable, Hashable, CustomStringConvert
         let target = scheduler ?? CoroutineScheduler.defaultForLaunch()
         let c = Coroutine(scheduler: target, name: name, stackSize: stackSize,
                           reportsUnobservedErrors: false,
-                          rejectUnstarted: { promise.reject($0) },
+                          unstartedObserver: promise,
                           body: {
                               do { promise.fulfill(try body()) } catch {
                                   promise.reject(error)
                                   throw error
                               }
                           })
-        // Strong capture: settling the promise drops its cancel handlers, which ends the cycle.
-        promise.onCancel { c.cancel() }
+        promise.link(c)
         c.start(parent: Coroutine.current)
         return promise
     }
@@ -222,4 +221,11 @@ enum WakeReason: UInt8 {
 enum Joiner {
     case coroutine(WaitTicket)
     case continuation(id: UInt64, CheckedContinuation<Void, any Error>)
+}
+
+/// Told when a coroutine finishes without running its body (cancelled before start, stopped
+/// scheduler, no stack).
+@usableFromInline
+protocol UnstartedObserver: AnyObject, Sendable {
+    func coroutineNeverRan(_ error: any Error)
 }

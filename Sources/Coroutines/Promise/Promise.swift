@@ -67,13 +67,14 @@ public final class Promise<Value: Sendable>: Sendable {
     /// promise was already settled.
     /// - Suspends: no. Thread-safe.
     public func cancel() {
-        let handlers: [@Sendable () -> Void]? = state.locked { s in
+        let taken: (WaiterList<@Sendable () -> Void>, Coroutine?)? = state.locked { s in
             guard s.result == nil else { return nil }
-            return s.cancel()
+            return (s.cancel(), s.linkedCoroutine)
         }
-        guard let handlers else { return }
+        guard let (handlers, coroutine) = taken else { return }
         reject(CancellationError())
-        for h in handlers { h() }
+        coroutine?.cancel()
+        handlers.forEach { $0() }
     }
 
     /// Registers a handler run once if the promise is cancelled with ``cancel()``.
@@ -83,6 +84,12 @@ public final class Promise<Value: Sendable>: Sendable {
     public func onCancel(_ handler: @escaping @Sendable () -> Void) {
         let runNow = state.locked { $0.addCancelHandler(handler) }
         if runNow { CoroutineScheduler.forObservers().execute(handler) }
+    }
+
+    /// Links the coroutine of `Coroutine.async`: cancelling the promise cancels it.
+    @usableFromInline
+    func link(_ c: Coroutine) {
+        state.locked { s in if s.result == nil { s.linkedCoroutine = c } }
     }
 
     /// Whether the promise is not settled yet.
@@ -151,4 +158,9 @@ extension CoroutineScheduler {
         if let c = Coroutine.current { return c.scheduler }
         return current ?? SchedulerPool.default(for: .default).next()
     }
+}
+
+extension Promise: UnstartedObserver {
+    @usableFromInline
+    func coroutineNeverRan(_ error: any Error) { reject(error) }
 }

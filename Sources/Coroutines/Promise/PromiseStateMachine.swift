@@ -33,8 +33,10 @@ struct PromiseStateMachine<Value: Sendable> {
     @usableFromInline var result: Result<Value, any Error>?
     @usableFromInline var coroutines = WaiterList<WaitTicket>()
     @usableFromInline var others: [Waiter] = []
-    @usableFromInline var cancelHandlers: [@Sendable () -> Void] = []
+    @usableFromInline var cancelHandlers = WaiterList<@Sendable () -> Void>()
     @usableFromInline var isCancelled = false
+    /// The coroutine of `Coroutine.async` that `cancel()` cancels; dropped once settled.
+    @usableFromInline var linkedCoroutine: Coroutine?
 
     @inlinable
     init() {}
@@ -47,17 +49,18 @@ struct PromiseStateMachine<Value: Sendable> {
         let settled = Settled(coroutines: coroutines, others: others)
         coroutines = WaiterList()
         others = []
-        cancelHandlers = []   // never run now; dropping them breaks promise → handler → coroutine cycles
+        linkedCoroutine = nil
+        cancelHandlers = WaiterList()   // never run now; dropping them breaks promise → handler → coroutine cycles
         return settled
     }
 
     /// Marks cancellation and returns the cancel handlers to run (once).
     @inlinable
-    mutating func cancel() -> [@Sendable () -> Void] {
-        if isCancelled { return [] }
+    mutating func cancel() -> WaiterList<@Sendable () -> Void> {
+        if isCancelled { return WaiterList() }
         isCancelled = true
         let h = cancelHandlers
-        cancelHandlers = []
+        cancelHandlers = WaiterList()
         return h
     }
 
