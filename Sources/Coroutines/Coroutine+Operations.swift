@@ -38,7 +38,7 @@ extension Coroutine {
         try c.checkInterrupts()
         let s = c.scheduler
         c.status = .ready
-        s.runQueue.append(.coroutine(c))
+        s.runQueue.append(c)
         c.waitKindValue.store(WaitKind.yield.rawValue, ordering: .relaxed)
         s.switchAway(from: c)
         c.waitKindValue.store(WaitKind.none.rawValue, ordering: .relaxed)

@@ -12,7 +12,6 @@ extension CoroutineScheduler {
     /// Switches from the context in `from` to coroutine `c` (which owns a stack).
     @inline(__always)
     func transfer(from: UnsafeMutablePointer<ccoro_stack_record>, to c: Coroutine) {
-        running = c
         c.status = .running
         let r = c.record.unsafelyUnwrapped
         ccoro_tls_set_coroutine(Unmanaged.passUnretained(c).toOpaque(), &r.pointee.running)
@@ -32,7 +31,6 @@ extension CoroutineScheduler {
             transfer(from: r, to: next)
             return
         }
-        running = nil
         ccoro_tls_set_coroutine(nil, nil)
         ccoro_fiber_will_switch(loopRecord.pointee.fiber, loopRecord.pointee.stack.base,
                                 loopRecord.pointee.stack.size, &r.pointee.fake_stack, 0)
@@ -42,7 +40,7 @@ extension CoroutineScheduler {
 
     /// The head of the run queue if it is a coroutine that can run at once.
     private func takeDirectSuccessor() -> Coroutine? {
-        guard case .coroutine(let next)? = runQueue.first else { return nil }
+        guard let next = runQueue.first else { return nil }
         if next.record == nil {
             if next.cancelledFlag.load(ordering: .relaxed) || !prepareStack(next) { return nil }
         }
@@ -126,7 +124,6 @@ private func runCoroutine(_ arg: UnsafeMutableRawPointer)
     c.finish(error: thrown)
     let scheduler = c.scheduler
     scheduler.finishedCoroutine = c
-    scheduler.running = nil
     ccoro_tls_set_coroutine(nil, nil)
     let from = UnsafeMutableRawPointer(c.record.unsafelyUnwrapped).assumingMemoryBound(to: ccoro_context.self)
     return (from, scheduler.loopRecord)

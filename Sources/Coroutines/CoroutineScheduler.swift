@@ -45,12 +45,13 @@ public final class CoroutineScheduler: @unchecked Sendable {
 
     // MARK: Confined to the driving thread
 
-    @exclusivity(unchecked) var runQueue = RingBuffer<Runnable>(capacity: 64)
+    /// Ready coroutines, FIFO.
+    @exclusivity(unchecked) var runQueue = CoroutineQueue(capacity: 64)
+    /// Jobs to run on the loop's own stack (observers, timer bookkeeping), FIFO.
+    @exclusivity(unchecked) var jobs = RingBuffer<() -> Void>(capacity: 16)
     @exclusivity(unchecked) var timers = TimerHeap()
     @exclusivity(unchecked) var ioWaiters: [Int32: IOWaiters] = [:]
     @exclusivity(unchecked) private var pollEvents: [ccoro_poll_event] = []
-    /// The coroutine executing on the thread now (nil while the loop itself runs).
-    @exclusivity(unchecked) var running: Coroutine?
     /// A coroutine that finished and switched back to the loop; its stack is released by the loop.
     @exclusivity(unchecked) var finishedCoroutine: Coroutine?
     /// How many more direct coroutine-to-coroutine switches before the loop gets a turn.
@@ -108,6 +109,7 @@ public final class CoroutineScheduler: @unchecked Sendable {
     }
 
     deinit {
+        runQueue.deallocate()
         loopRecord.deallocate()
     }
 
@@ -189,7 +191,7 @@ public final class CoroutineScheduler: @unchecked Sendable {
         }
         c.status = .ready
         if isOnOwnThread {
-            runQueue.append(.coroutine(c))
+            runQueue.append(c)
         } else if !post(.coroutine(c)) {
             c.finishUnstarted(CoroutineError.schedulerStopped)
         }
@@ -210,7 +212,7 @@ public final class CoroutineScheduler: @unchecked Sendable {
     func makeReady(_ c: Coroutine) {
         if isOnOwnThread {
             c.status = .ready
-            runQueue.append(.coroutine(c))
+            runQueue.append(c)
         } else {
             let accepted = post(.coroutine(c))
             precondition(accepted, "internal inconsistency: a suspended coroutine on stopped scheduler \(name)")
@@ -222,7 +224,7 @@ public final class CoroutineScheduler: @unchecked Sendable {
     @usableFromInline
     func execute(_ job: @escaping @Sendable () -> Void) {
         if isOnOwnThread {
-            runQueue.append(.job(job))
+            jobs.append(job)
         } else if !post(.job(job)) {
             SchedulerPool.default(for: .default).next().execute(job)
         }
@@ -258,8 +260,13 @@ public final class CoroutineScheduler: @unchecked Sendable {
         }
         incomingCount.subtract(items.count, ordering: .sequentiallyConsistent)
         for item in items {
-            if case .coroutine(let c) = item { c.status = .ready }
-            runQueue.append(item)
+            switch item {
+            case .coroutine(let c):
+                c.status = .ready
+                runQueue.append(c)
+            case .job(let job):
+                jobs.append(job)
+            }
         }
     }
 
@@ -279,12 +286,17 @@ public final class CoroutineScheduler: @unchecked Sendable {
         while true {
             drainIncoming()
             runDueTimers()
+            var pendingJobs = jobs.count
+            while pendingJobs > 0, let job = jobs.popFirst() {
+                job()
+                pendingJobs -= 1
+            }
             var budget = 128
-            while budget > 0, let item = runQueue.popFirst() {
-                run(item)
+            while budget > 0, let c = runQueue.popFirst() {
+                resumeFromLoop(c)
                 budget -= 1
             }
-            if !runQueue.isEmpty {
+            if !runQueue.isEmpty || !jobs.isEmpty {
                 if !ioWaiters.isEmpty || mainQueueFD >= 0 { poll(timeout: 0) }
                 continue
             }
@@ -317,15 +329,6 @@ public final class CoroutineScheduler: @unchecked Sendable {
         ccoro_thread_stack_bounds(&base, &size)
         loopRecord.pointee.stack.base = base
         loopRecord.pointee.stack.size = size
-    }
-
-    private func run(_ item: Runnable) {
-        switch item {
-        case .job(let job):
-            job()
-        case .coroutine(let c):
-            resumeFromLoop(c)
-        }
     }
 
     private func resumeFromLoop(_ c: Coroutine) {
@@ -415,7 +418,8 @@ public final class CoroutineScheduler: @unchecked Sendable {
 
     private func drainRunQueue() -> [Runnable] {
         var items: [Runnable] = []
-        while let i = runQueue.popFirst() { items.append(i) }
+        while let job = jobs.popFirst() { items.append(.job(job)) }
+        while let c = runQueue.popFirst() { items.append(.coroutine(c)) }
         return items
     }
 }
