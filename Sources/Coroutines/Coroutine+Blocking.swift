@@ -92,7 +92,6 @@ extension Coroutine {
                 if bodyError.value && !cancelledOthers {
                     cancelledOthers = true
                     scheduler.cancelAll()
-                    return false
                 }
                 return scheduler.liveCount == 0
             }

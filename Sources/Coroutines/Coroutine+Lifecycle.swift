@@ -16,6 +16,7 @@ extension Coroutine {
     /// - Suspends: no. Idempotent; callable from any thread.
     /// - Complexity: O(number of descendants).
     public func cancel() {
+        if shared.locked({ $0.finished }) { return }
         if cancelledFlag.exchange(true, ordering: .sequentiallyConsistent) { return }
         interruptWait(.cancelled)
         var children: [Coroutine] = []
@@ -33,7 +34,13 @@ extension Coroutine {
     /// - Complexity: O(log timers).
     public func cancel(after duration: Duration) {
         let deadline = deadlineNanoseconds(after: duration)
-        scheduler.scheduleTimer(deadline: deadline, owner: self) { [weak self] in self?.cancel() }
+        let handle = scheduler.scheduleTimer(deadline: deadline, owner: self) { [weak self] in self?.cancel() }
+        let finished = shared.locked { s in
+            if s.finished { return true }
+            s.cancelTimers.append(handle)
+            return false
+        }
+        if finished { handle.cancel() }
     }
 
     // MARK: Joining
@@ -69,9 +76,13 @@ extension Coroutine {
     /// unobserved error. Runs on the coroutine's stack or, for unstarted coroutines, anywhere.
     func finish(error: (any Error)?) {
         status = .finished
+        var timers: [TimerHandle] = []
+        defer { for t in timers { t.cancel() } }
         let joiners: [Joiner] = shared.locked { s in
             s.finished = true
             s.error = error
+            timers = s.cancelTimers
+            s.cancelTimers = []
             let j = s.joiners
             s.joiners = []
             return j

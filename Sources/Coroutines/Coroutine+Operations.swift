@@ -42,6 +42,7 @@ extension Coroutine {
         c.waitKindValue.store(WaitKind.yield.rawValue, ordering: .relaxed)
         s.switchAway(from: c)
         c.waitKindValue.store(WaitKind.none.rawValue, ordering: .relaxed)
+        try c.checkInterrupts()
     }
 
     /// Runs `body` in the calling coroutine with a time limit.

@@ -62,6 +62,7 @@ public final class Coroutine: @unchecked Sendable, Hashable, CustomStringConvert
         var finished = false
         var error: (any Error)?
         var joiners: [Joiner] = []
+        var cancelTimers: [TimerHandle] = []
         /// Not retained: a live child is kept alive by its scheduler's registry, and unlinks
         /// itself when it finishes.
         unowned(unsafe) var firstChild: Coroutine?

@@ -42,7 +42,10 @@ extension CoroutineScheduler {
     private func takeDirectSuccessor() -> Coroutine? {
         guard let next = runQueue.first else { return nil }
         if next.record == nil {
-            if next.cancelledFlag.load(ordering: .relaxed) || !prepareStack(next) { return nil }
+            // Only a stack from this scheduler's cache: mapping a fresh one runs deep code
+            // (first-use metadata, slab set-up) that must not run on the suspending
+            // coroutine's possibly small stack. The loop's own stack handles the rest.
+            if next.cancelledFlag.load(ordering: .relaxed) || !prepareStack(next, cachedOnly: true) { return nil }
         }
         _ = runQueue.popFirst()
         return next
@@ -55,13 +58,13 @@ extension CoroutineScheduler {
     }
 
     /// Gives `c` a stack and lays out its first frame. False if no stack could be mapped.
-    func prepareStack(_ c: Coroutine) -> Bool {
+    func prepareStack(_ c: Coroutine, cachedOnly: Bool = false) -> Bool {
         let r: UnsafeMutablePointer<ccoro_stack_record>
         if c.stackSize == StackAllocator.defaultStackSize, let cached = stackCache.popLast() {
             StackAllocator.shared.cachedInSchedulers.subtract(1, ordering: .relaxed)
             StackAllocator.shared.prepareForUse(cached)
             r = cached
-        } else if let fresh = StackAllocator.shared.take(size: c.stackSize) {
+        } else if !cachedOnly, let fresh = StackAllocator.shared.take(size: c.stackSize) {
             r = fresh
         } else {
             return false

@@ -190,7 +190,9 @@ public final class CoroutineScheduler: @unchecked Sendable {
             r.count += 1
         }
         c.status = .ready
-        if isOnOwnThread {
+        if kind != .main && stopRequested.load(ordering: .sequentiallyConsistent) {
+            c.finishUnstarted(CoroutineError.schedulerStopped)
+        } else if isOnOwnThread {
             runQueue.append(c)
         } else if !post(.coroutine(c)) {
             c.finishUnstarted(CoroutineError.schedulerStopped)
@@ -224,6 +226,7 @@ public final class CoroutineScheduler: @unchecked Sendable {
     @usableFromInline
     func execute(_ job: @escaping @Sendable () -> Void) {
         if isOnOwnThread {
+            drainIncoming()   // jobs posted from other threads earlier run first
             jobs.append(job)
         } else if !post(.job(job)) {
             SchedulerPool.default(for: .default).next().execute(job)
@@ -306,6 +309,7 @@ public final class CoroutineScheduler: @unchecked Sendable {
                 continue
             }
             if done() { break }
+            if !runQueue.isEmpty || !jobs.isEmpty { continue }
             parked.store(true, ordering: .sequentiallyConsistent)
             if incomingCount.load(ordering: .sequentiallyConsistent) > 0
                 || (stopRequested.load(ordering: .sequentiallyConsistent) && !stopHandled) {

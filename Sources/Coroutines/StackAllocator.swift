@@ -70,8 +70,9 @@ final class StackAllocator: Sendable {
     /// - Precondition: `requested` is in `1...64 MiB`.
     static func normalizedSize(_ requested: Int?) -> Int {
         guard let requested else { return defaultStackSize }
-        precondition(requested > 0, "stackSize must be positive (got \(requested))")
-        precondition(requested <= maximumStackSize, "stackSize must be at most 64 MiB (got \(requested))")
+        // fatalError, not precondition: the message must survive release builds.
+        if requested <= 0 { fatalError("stackSize must be positive (got \(requested))") }
+        if requested > maximumStackSize { fatalError("stackSize must be at most 64 MiB (got \(requested))") }
         let g = granularity
         return max(g, (requested + g - 1) / g * g)
     }

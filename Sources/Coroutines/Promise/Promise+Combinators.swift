@@ -78,7 +78,7 @@ extension Promise {
     /// - Complexity: O(log timers) on the timer's scheduler.
     public func timeout(_ duration: Duration) -> Promise<Value> {
         let derived = Promise<Value>()
-        let scheduler = CoroutineScheduler.forObservers()
+        let scheduler = CoroutineScheduler.forTimers()
         let timer = scheduler.scheduleTimer(deadline: deadlineNanoseconds(after: duration)) {
             derived.reject(PromiseError.timedOut)
         }

@@ -67,12 +67,19 @@ public final class Promise<Value: Sendable>: Sendable {
     /// promise was already settled.
     /// - Suspends: no. Thread-safe.
     public func cancel() {
-        let taken: (WaiterList<@Sendable () -> Void>, Coroutine?)? = state.locked { s in
+        // Rejection and taking the handlers are one step: a racing fulfil either wins before it
+        // (nothing happens here) or loses (the handlers run).
+        let r: Result<Value, any Error> = .failure(CancellationError())
+        let taken: (WaiterList<@Sendable () -> Void>, Coroutine?, PromiseStateMachine<Value>.Settled)? = state.locked { s in
             guard s.result == nil else { return nil }
-            return (s.cancel(), s.linkedCoroutine)
+            let handlers = s.cancel()
+            let coroutine = s.linkedCoroutine
+            guard let settled = s.settle(r) else { return nil }
+            dispatchObservers(settled, r)
+            return (handlers, coroutine, settled)
         }
-        guard let (handlers, coroutine) = taken else { return }
-        reject(CancellationError())
+        guard let (handlers, coroutine, settled) = taken else { return }
+        resumeWaiters(settled, r)
         coroutine?.cancel()
         handlers.forEach { $0() }
     }
@@ -132,22 +139,41 @@ public final class Promise<Value: Sendable>: Sendable {
     @inlinable
     func observe(_ body: @escaping @Sendable (Result<Value, any Error>) -> Void) {
         let scheduler = CoroutineScheduler.forObservers()
-        if let r = state.locked({ $0.add(.observer(scheduler, body)) }) {
-            scheduler.execute { body(r) }
+        state.locked { s in
+            // Queued under the lock, so observers reach a scheduler in registration order even
+            // when the promise is being settled on another thread right now.
+            if let r = s.add(.observer(scheduler, body)) { scheduler.execute { body(r) } }
         }
     }
 
     @inlinable
     func settle(_ r: Result<Value, any Error>) -> Bool {
-        guard let settled = state.locked({ $0.settle(r) }) else { return false }
-        settled.coroutines.forEach { $0.resume() }
-        for w in settled.others {
-            switch w {
-            case .continuation(_, let k): k.resume(with: r)
-            case .observer(let scheduler, let body): scheduler.execute { body(r) }
-            }
+        let settled: PromiseStateMachine<Value>.Settled? = state.locked { s in
+            guard let settled = s.settle(r) else { return nil }
+            dispatchObservers(settled, r)
+            return settled
         }
+        guard let settled else { return false }
+        resumeWaiters(settled, r)
         return true
+    }
+
+    /// Queues the observers of a settlement as jobs (under the lock: see `observe`). Queuing runs
+    /// no user code.
+    @inlinable
+    func dispatchObservers(_ settled: PromiseStateMachine<Value>.Settled, _ r: Result<Value, any Error>) {
+        for case .observer(let scheduler, let body) in settled.others {
+            scheduler.execute { body(r) }
+        }
+    }
+
+    /// Resumes the coroutines and tasks of a settlement (after the lock is released).
+    @inlinable
+    func resumeWaiters(_ settled: PromiseStateMachine<Value>.Settled, _ r: Result<Value, any Error>) {
+        settled.coroutines.forEach { $0.resume() }
+        for case .continuation(_, let k) in settled.others {
+            k.resume(with: r)
+        }
     }
 }
 
@@ -157,6 +183,13 @@ extension CoroutineScheduler {
     static func forObservers() -> CoroutineScheduler {
         if let c = Coroutine.current { return c.scheduler }
         return current ?? SchedulerPool.default(for: .default).next()
+    }
+
+    /// Where a timer that may outlive the current code is armed: the current scheduler unless it
+    /// is a temporary one (runBlocking, Coroutine.run), which ends with its body.
+    static func forTimers() -> CoroutineScheduler {
+        let s = forObservers()
+        return s.kind == .temporary ? SchedulerPool.default(for: .default).next() : s
     }
 }
 

@@ -1,0 +1,140 @@
+import CCoroutines
+import Foundation
+import Synchronization
+import Testing
+@testable import Coroutines
+
+/// Small helpers shared by the runtime tests (launch, cancellation, misuse, scheduler, stack).
+///
+/// Everything lives in this namespace so that it cannot collide with helpers of other test files
+/// in the same target.
+enum CoroutineTestKit {
+    /// False when CI sets `COROUTINES_HEAVY_TESTS=0` (the ThreadSanitizer run): tests with a
+    /// million coroutines skip themselves then.
+    static var heavyTestsEnabled: Bool {
+        ProcessInfo.processInfo.environment["COROUTINES_HEAVY_TESTS"] != "0"
+    }
+
+    /// The kernel id of the calling thread (gettid on Linux).
+    static func threadID() -> UInt64 { ccoro_thread_id() }
+
+    /// Runs `body` on a new plain Foundation `Thread` (not a Swift concurrency thread, not a
+    /// scheduler) and returns its value to the awaiting task.
+    static func onPlainThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { (k: CheckedContinuation<T, any Error>) in
+            let thread = Thread { k.resume(with: Result { try body() }) }
+            thread.start()
+        }
+    }
+
+    /// Runs `body(index)` on `count` plain threads at once and waits for all of them.
+    static func onPlainThreads(_ count: Int, _ body: @escaping @Sendable (Int) -> Void) async throws {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for i in 0..<count {
+                group.addTask { try await onPlainThread { body(i) } }
+            }
+            try await group.waitForAll()
+        }
+    }
+
+    /// Runs `body` as a job on `scheduler`'s loop: on its thread, outside any coroutine.
+    static func onSchedulerLoop<T: Sendable>(_ scheduler: CoroutineScheduler,
+                                             _ body: @escaping @Sendable () -> T) async throws -> T {
+        let p = Promise<T>()
+        scheduler.execute { p.fulfill(body()) }
+        return try await p.value
+    }
+
+    /// Creates a dedicated scheduler for one test and stops it afterwards.
+    static func withScheduler<T>(_ name: String,
+                                 _ body: (CoroutineScheduler) async throws -> T) async throws -> T {
+        let s = CoroutineScheduler(name: name)
+        defer { s.stop() }
+        return try await body(s)
+    }
+
+    /// `Coroutine.run` with a watchdog: if it has not returned after `limit`, records an issue
+    /// and keeps posting no-op jobs to the temporary scheduler, so that a loop that parked while
+    /// it still had work gets woken and the test fails instead of hanging the whole run.
+    static func run<T: Sendable>(limit: Duration = .seconds(30),
+                                 sourceLocation: SourceLocation = #_sourceLocation,
+                                 _ body: @escaping @Sendable () throws -> T) async throws -> T {
+        let scheduler = Box<CoroutineScheduler?>(nil)
+        let watchdog = startWatchdog(limit: limit, "Coroutine.run", waking: scheduler, sourceLocation: sourceLocation)
+        defer { watchdog.cancel() }
+        return try await Coroutine.run {
+            scheduler.value = Coroutine.current?.scheduler
+            return try body()
+        }
+    }
+
+    /// After `limit`, records an issue naming `what` and pokes `scheduler` every 50 ms until
+    /// cancelled.
+    static func startWatchdog(limit: Duration, _ what: String, waking scheduler: Box<CoroutineScheduler?>,
+                              sourceLocation: SourceLocation = #_sourceLocation) -> Task<Void, Never> {
+        Task {
+            do { try await Task.sleep(for: limit) } catch { return }
+            Issue.record("\(what) did not return within \(limit); waking its scheduler", sourceLocation: sourceLocation)
+            while !Task.isCancelled {
+                scheduler.value?.execute {}
+                try? await Task.sleep(for: .milliseconds(50))
+            }
+        }
+    }
+
+    /// Polls `condition` every millisecond until it holds or `timeout` passes. Only for states
+    /// that have no signal to wait on (for example a scheduler thread having ended).
+    static func eventually(timeout: Duration = .seconds(10), _ condition: () -> Bool) async -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        while !condition() {
+            if ContinuousClock.now >= deadline { return false }
+            try? await Task.sleep(for: .milliseconds(1))
+        }
+        return true
+    }
+
+    /// A thread-safe, append-only record of steps.
+    final class Log<Element: Sendable>: Sendable {
+        private let items = Mutex<[Element]>([])
+        init() {}
+        func append(_ e: Element) { items.locked { $0.append(e) } }
+        var all: [Element] { items.locked { $0 } }
+    }
+
+    /// A thread-safe counter.
+    final class Counter: Sendable {
+        private let storage = Atomic<Int>(0)
+        init() {}
+        @discardableResult
+        func increment() -> Int { storage.wrappingAdd(1, ordering: .relaxed).newValue }
+        var value: Int { storage.load(ordering: .relaxed) }
+    }
+
+    /// A thread-safe slot written once or more, read later.
+    final class Box<Value: Sendable>: Sendable {
+        private let storage: Mutex<Value>
+        init(_ value: Value) { storage = Mutex(value) }
+        var value: Value {
+            get { storage.locked { $0 } }
+            set { storage.locked { $0 = newValue } }
+        }
+    }
+
+    /// A function that the optimiser cannot see through.
+    @inline(never)
+    static func opaque<T>(_ x: T) -> T { x }
+
+    /// Makes a pipe; both ends are non-blocking.
+    static func makePipe() throws -> (read: Int32, write: Int32) {
+        var fds: [Int32] = [0, 0]
+        guard pipe(&fds) == 0 else { throw POSIXError(.EMFILE) }
+        for fd in fds { _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) }
+        return (fds[0], fds[1])
+    }
+
+    /// Writes into a non-blocking pipe until it is full (so the write end is not writable).
+    static func fill(pipeWriteEnd fd: Int32) {
+        var chunk = [UInt8](repeating: 0x2A, count: 4096)
+        while chunk.withUnsafeMutableBytes({ write(fd, $0.baseAddress, $0.count) }) > 0 {}
+    }
+}

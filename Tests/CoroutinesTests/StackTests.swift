@@ -1,0 +1,244 @@
+import CCoroutines
+import Foundation
+import Synchronization
+import Testing
+@testable import Coroutines
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+private typealias Kit = CoroutineTestKit
+
+/// Recurses until the stack runs out. The local array lives in this frame and is read after the
+/// recursive call, so the call is not a tail call and every frame costs stack.
+@inline(never)
+func recurseWithoutBound(_ depth: Int) -> Int {
+    if depth < 0 { return 0 }   // never: depth only grows (keeps the compiler from calling this infinite)
+    var frame = InlineArray<64, Int>(repeating: depth)
+    frame[depth & 63] &+= 1
+    let below = recurseWithoutBound(CoroutineTestKit.opaque(depth &+ 1))
+    return below &+ frame[(depth &* 7) & 63]
+}
+
+/// A class whose stored properties are accessed through `inout` (dynamic exclusivity checks).
+final class ExclusiveCell: @unchecked Sendable {
+    var a = 0
+    var b = 0
+}
+
+/// Holds an exclusive (modify) access to `x` while suspended for `duration`.
+@inline(never)
+func modify(_ x: inout Int, suspendingFor duration: Duration) throws {
+    x += 1
+    try Coroutine.delay(duration)
+    x += 10
+}
+
+/// SPEC §2.2 and §15: stack sizes, guard regions, pooling, slab stacks, exclusivity.
+@Suite("Coroutine stacks")
+struct StackTests {
+    // MARK: Sizes
+
+    @Test("stackSize is rounded up to a multiple of 16 KiB, default 256 KiB",
+          arguments: [(nil, 256 * 1024), (1, 16 * 1024), (1000, 16 * 1024), (16 * 1024, 16 * 1024),
+                      (16 * 1024 + 1, 32 * 1024), (100_000, 112 * 1024), (64 * 1024 * 1024, 64 * 1024 * 1024)] as [(Int?, Int)])
+    func stackSizeRounding(requested: Int?, expected: Int) {
+        #expect(StackAllocator.normalizedSize(requested) == expected)
+    }
+
+    @Test("a coroutine with a stack smaller than 16 KiB runs on a 16 KiB stack with a guard region below")
+    func smallStackRuns() async throws {
+        let seen = try await Kit.run { () -> [Int] in
+            let child = Coroutine.async(stackSize: 1000) { () -> [Int] in
+                let me = Coroutine.current!
+                let s = me.record!.pointee.stack
+                var local = 0
+                let inside = withUnsafeMutablePointer(to: &local) { p in
+                    UnsafeMutableRawPointer(p) >= s.base! && UnsafeMutableRawPointer(p) < s.top!
+                }
+                let guardBytes = s.base! - s.guard_lo!
+                return [me.stackSize, s.size, inside ? 1 : 0, s.is_slab != 0 ? -1 : guardBytes]
+            }
+            return try child.await()
+        }
+        let (size, usable, inside, guardBytes) = (seen[0], seen[1], seen[2], seen[3])
+        #expect(size == 16 * 1024)
+        #expect(usable >= 16 * 1024 - 64)
+        #expect(inside == 1)
+        #expect(guardBytes == -1 || guardBytes >= 64 * 1024)
+    }
+
+    @Test("a coroutine without stackSize gets 256 KiB and can use most of it")
+    func defaultStackUsable() async throws {
+        let (size, sum) = try await Kit.run { () -> (Int, Int) in
+            let c = Coroutine.async { () -> (Int, Int) in
+                // About 100 KiB of stack in one frame.
+                let sum = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 100 * 1024) { buf in
+                    buf.initialize(repeating: 1)
+                    return Kit.opaque(buf).reduce(0) { $0 + Int($1) }
+                }
+                return (Coroutine.current!.stackSize, sum)
+            }
+            return try c.await()
+        }
+        #expect(size == 256 * 1024)
+        #expect(sum == 100 * 1024)
+    }
+}
+
+/// Checks that need a process of their own: traps (overflow, preconditions, exclusivity conflicts)
+/// and the stress tests that read the allocator's global counters.
+///
+/// Serialized: on this toolchain an exit test holds one of the (two) cooperative threads until its
+/// child process ends, so running several at once would stall every other test.
+@Suite("Coroutine stacks, in a child process", .serialized)
+struct StackExitTests {
+    @Test("stackSize of zero or less, or above 64 MiB, is a precondition failure")
+    func stackSizeOutOfRange() async {
+        for bad: Int in [0, -16, 64 * 1024 * 1024 + 1] {
+            let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) { [bad = bad as Int] in
+                _ = Coroutine.launch(on: SchedulerPool.default(for: .default).next(), stackSize: bad) {}
+            }
+            #if DEBUG
+            // Swift drops precondition messages in optimised builds.
+            let stderr = String(decoding: result?.standardErrorContent ?? [], as: UTF8.self)
+            #expect(stderr.contains("stackSize"), "stderr for \(bad): \(stderr)")
+            #else
+            _ = result
+            #endif
+        }
+    }
+
+    // MARK: Overflow
+
+    @Test("a stack overflow aborts with 'coroutine stack overflow', the coroutine's name and its stack size")
+    func stackOverflow() async {
+        let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+            let s = CoroutineScheduler(name: "overflow")
+            let c = Coroutine.launch(on: s, name: "deep") { _ = recurseWithoutBound(0) }
+            try await c.join()
+        }
+        let stderr = String(decoding: result?.standardErrorContent ?? [], as: UTF8.self)
+        #expect(stderr.contains("coroutine stack overflow"), "stderr: \(stderr)")
+        #expect(stderr.contains("deep"), "stderr: \(stderr)")
+        #expect(stderr.contains("262144"), "stderr: \(stderr)")
+    }
+
+    // MARK: Exclusivity
+
+    @Test("two coroutines suspended inside exclusive accesses may end them in either order",
+          arguments: [(10, 30), (30, 10)])
+    func exclusiveAccessesEndInAnyOrder(aMillis: Int, bMillis: Int) async {
+        // In a child process: a wrong access-set bookkeeping traps, which must not take down the run.
+        await #expect(processExitsWith: .success) { [aMillis = aMillis as Int, bMillis = bMillis as Int] in
+            let cell = ExclusiveCell()
+            try await CoroutineTestKit.run {
+                // Given A and B, each suspended inside a modify access of its own property.
+                let a = Coroutine.launch { try modify(&cell.a, suspendingFor: .milliseconds(aMillis)) }
+                let b = Coroutine.launch { try modify(&cell.b, suspendingFor: .milliseconds(bMillis)) }
+                // When their delays end in the given order, each ends its access.
+                try a.join()
+                try b.join()
+                // Then both accesses ended cleanly and a new access of each property is allowed.
+                try modify(&cell.a, suspendingFor: .milliseconds(1))
+                try modify(&cell.b, suspendingFor: .milliseconds(1))
+            }
+            #expect(cell.a == 22 && cell.b == 22, "a=\(cell.a) b=\(cell.b)")
+        }
+    }
+
+    @Test("two coroutines modifying the same property while one is suspended trap like any Swift conflict")
+    func exclusiveAccessConflictTraps() async {
+        let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+            let cell = ExclusiveCell()
+            try await CoroutineTestKit.run {
+                _ = Coroutine.launch { try modify(&cell.a, suspendingFor: .milliseconds(20)) }
+                _ = Coroutine.launch { try modify(&cell.a, suspendingFor: .milliseconds(1)) }
+            }
+        }
+        let stderr = String(decoding: result?.standardErrorContent ?? [], as: UTF8.self)
+        #expect(stderr.contains("Simultaneous accesses"), "stderr: \(stderr)")
+    }
+
+    // MARK: Many coroutines
+
+    @Test("100,000 coroutines across a pool of 4 schedulers all finish and give their stacks back")
+    func hundredThousandCoroutines() async {
+        // In a child process, so the allocator's global counters see only this test.
+        await #expect(processExitsWith: .success) {
+            // Background QoS (nice +10): the parallel tests of the parent keep the CPUs first.
+            let pool = SchedulerPool(name: "stress", count: 4, qos: .background)!
+            let before = StackAllocator.shared.stacksInUse
+            let finished = CoroutineTestKit.Counter()
+            let n = 100_000
+            // Under ThreadSanitizer every live coroutine also costs a shadow-stack mapping, and
+            // 100,000 at once exceed vm.max_map_count: launch them in waves there.
+            let wave = CoroutineTestKit.heavyTestsEnabled ? n : 5_000
+            let waveDone = (0..<(n / wave)).map { _ in Promise<Void>() }
+            let threads = CoroutineTestKit.Log<UInt64>()
+            for s in pool.schedulers {
+                let tid = try await Coroutine.async(on: s) { CoroutineTestKit.threadID() }.value
+                threads.append(tid)
+            }
+            let tids = threads.all
+            let wrongThread = CoroutineTestKit.Counter()
+            for w in 0..<(n / wave) {
+                for i in (w * wave)..<((w + 1) * wave) {
+                    let s = pool.next()
+                    let expected = tids[pool.schedulers.firstIndex { $0 === s }!]
+                    Coroutine.launch(on: s) {
+                        if i.isMultiple(of: 3) { try Coroutine.yield() }
+                        if CoroutineTestKit.threadID() != expected { wrongThread.increment() }
+                        let done = finished.increment()
+                        if done.isMultiple(of: wave) { waveDone[done / wave - 1].fulfill(()) }
+                    }
+                }
+                try await waveDone[w].value
+            }
+            // Flush each loop: the last coroutines' stacks are given back right after they switch out.
+            for s in pool.schedulers { _ = try await CoroutineTestKit.onSchedulerLoop(s) {} }
+            #expect(finished.value == n, "finished \(finished.value) of \(n)")
+            #expect(wrongThread.value == 0, "\(wrongThread.value) ran on a foreign thread")
+            #expect(StackAllocator.shared.stacksInUse == before, "stacks in use \(StackAllocator.shared.stacksInUse), before \(before)")
+            #expect(pool.schedulers.allSatisfy { $0.liveCount == 0 }, "live coroutines left")
+        }
+    }
+
+    @Test("1,000,000 coroutines suspended at once on one scheduler all resume",
+          .enabled(if: CoroutineTestKit.heavyTestsEnabled, "COROUTINES_HEAVY_TESTS=0"))
+    func millionSuspended() async {
+        await #expect(processExitsWith: .success) {
+            // Background QoS (nice +10): the parallel tests of the parent keep the CPUs first.
+            let s = CoroutineScheduler(name: "million", qos: .background)
+            let n = 1_000_000
+            let gate = Promise<Void>()
+            let suspended = CoroutineTestKit.Counter()
+            let resumed = CoroutineTestKit.Counter()
+            let allSuspended = Promise<Void>()
+            let allResumed = Promise<Void>()
+            // Launch from the scheduler's own thread (cheaper than a million cross-thread posts).
+            let launcher = Coroutine.launch(on: s, stackSize: 16 * 1024) {
+                for i in 0..<n {
+                    // Let the queued ones start and suspend now and then, so the run queue stays short.
+                    if i.isMultiple(of: 10_000) { try Coroutine.yield() }
+                    Coroutine.launch(stackSize: 16 * 1024) {
+                        if suspended.increment() == n { allSuspended.fulfill(()) }
+                        try gate.await()
+                        if resumed.increment() == n { allResumed.fulfill(()) }
+                    }
+                }
+            }
+            try await launcher.join()
+            try await allSuspended.value
+            let inUse = StackAllocator.shared.stacksInUse
+            let cap = StackAllocator.shared.guardedCap
+            #expect(inUse >= n, "only \(inUse) stacks in use with \(n) suspended")
+            #expect(cap < n, "guarded cap \(cap) not exceeded: slab stacks untested")
+            gate.fulfill(())
+            try await allResumed.value
+            #expect(resumed.value == n, "resumed \(resumed.value) of \(n)")
+            s.stop()
+        }
+    }
+}
