@@ -523,9 +523,10 @@ struct PromiseCancellationTests {
     }
 }
 
-/// Replaces the global `Coroutine.unobservedErrorHandler`: keep every such test in this one
-/// serialized suite, and restore the default afterwards.
-@Suite("Coroutine.async error reporting", .serialized)
+/// Replaces the global `Coroutine.unobservedErrorHandler`, so it is nested in the serialized
+/// "Unobserved errors" suite (CoroutineJoinTests.swift) with every other test that does.
+extension UnobservedErrorTests {
+@Suite("Coroutine.async error reporting")
 struct PromiseAsyncErrorReportingTests {
     @Test("an error thrown by a Coroutine.async body rejects its promise and is not reported as unobserved")
     func asyncErrorIsNotReported() async throws {
@@ -554,6 +555,7 @@ struct PromiseAsyncErrorReportingTests {
             #expect(reports.values == ["control: control"])
         }
     }
+}
 }
 
 // MARK: - Shared helpers (used by PromiseCombinatorTests and ConcurrencyBridgeTests too)
