@@ -192,7 +192,9 @@ public final class Coroutine: @unchecked Sendable, Hashable, CustomStringConvert
 
     // MARK: Hashable, CustomStringConvertible
 
+    /// Identity: two handles are equal when they are the same coroutine. O(1), thread-safe.
     public static func == (lhs: Coroutine, rhs: Coroutine) -> Bool { lhs === rhs }
+    /// Hashes the coroutine's identity. O(1), thread-safe.
     public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
 
     /// The name (or an address) and the scheduler's name.

@@ -23,6 +23,7 @@ public enum CoroutineError: Error, Equatable, Sendable, CustomStringConvertible 
     /// (for example `EBADF`: it is not open).
     case pollFailed(errno: Int32)
 
+    /// What happened and what to do about it.
     public var description: String {
         switch self {
         case .notInCoroutine: "a suspending call was made outside a coroutine; call it from a body passed to Coroutine.launch, Coroutine.async or Coroutine.runBlocking"
@@ -44,6 +45,7 @@ public enum PromiseError: Error, Equatable, Sendable, CustomStringConvertible {
     /// `Promise.race([])` has nothing to race.
     case empty
 
+    /// What happened.
     public var description: String {
         switch self {
         case .timedOut: "the promise did not settle in time"

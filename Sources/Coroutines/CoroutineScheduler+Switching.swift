@@ -12,6 +12,8 @@ extension CoroutineScheduler {
     /// Switches from the context in `from` to coroutine `c` (which owns a stack).
     @inline(__always)
     func transfer(from: UnsafeMutablePointer<ccoro_stack_record>, to c: Coroutine) {
+        assert(isOnOwnThread && c.scheduler === self,
+               "internal inconsistency: coroutine \(c) resumed on a thread other than its scheduler's")
         c.status = .running
         let r = c.record.unsafelyUnwrapped
         ccoro_tls_set_coroutine(Unmanaged.passUnretained(c).toOpaque(), &r.pointee.running)

@@ -36,8 +36,10 @@ five.stop()
 
 heading("2. await a promise fulfilled 300 ms later (3 s in the original)")
 try Coroutine.runBlocking {
+    // Fulfilled by a block on DispatchQueue.main: the main scheduler runs main-queue blocks
+    // while it drives the main thread.
     let promise = Promise<String> { promise in
-        DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(300)) {
+        DispatchQueue.main.asyncAfter(deadline: .now() + .milliseconds(300)) {
             promise.fulfill("co finish")
         }
     }
