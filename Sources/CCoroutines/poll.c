@@ -64,7 +64,7 @@ int ccoro_poll_wait(int pfd, ccoro_poll_event *out, int max, long long timeout_n
   if (max > 64) max = 64;
   int timeout_ms = -1;
   if (timeout_ns >= 0) {
-    long long ms = (timeout_ns + 999999) / 1000000;
+    long long ms = timeout_ns / 1000000 + (timeout_ns % 1000000 != 0);
     timeout_ms = ms > 0x7fffffff ? 0x7fffffff : (int)ms;
   }
   int n = epoll_wait(pfd, evs, max, timeout_ms);

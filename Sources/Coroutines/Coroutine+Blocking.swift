@@ -96,6 +96,7 @@ extension Coroutine {
                 return scheduler.liveCount == 0
             }
             if scheduler.kind == .temporary { scheduler.close() }
+            if scheduler.kind == .main { scheduler.endMainRun() }
         }
         guard let r = result.value else {
             preconditionFailure("internal inconsistency: runBlocking's coroutine ended without a result")

@@ -16,15 +16,18 @@ extension Coroutine {
     /// - Suspends: no. Idempotent; callable from any thread.
     /// - Complexity: O(number of descendants).
     public func cancel() {
-        if shared.locked({ $0.finished }) { return }
-        if cancelledFlag.exchange(true, ordering: .sequentiallyConsistent) { return }
-        interruptWait(.cancelled)
-        var children: [Coroutine] = []
-        shared.locked { s in
-            var c = s.firstChild
-            while let x = c { children.append(x); c = x.nextSibling }
+        // Iterative, not recursive: a chain of thousands of generations must not overflow the
+        // caller's stack.
+        var pending: [Coroutine] = [self]
+        while let c = pending.popLast() {
+            if c.shared.locked({ $0.finished }) { continue }
+            if c.cancelledFlag.exchange(true, ordering: .sequentiallyConsistent) { continue }
+            c.interruptWait(.cancelled)
+            c.shared.locked { s in
+                var child = s.firstChild
+                while let x = child { pending.append(x); child = x.nextSibling }
+            }
         }
-        for child in children { child.cancel() }
     }
 
     /// Cancels the coroutine once `duration` has elapsed (unless it finished first; the timer is

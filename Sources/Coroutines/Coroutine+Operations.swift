@@ -61,10 +61,15 @@ extension Coroutine {
     public static func withTimeout<Value>(_ duration: Duration, _ body: () throws -> Value) throws -> Value {
         let c = try requireCurrent()
         let scope = TimeoutScope()
-        scope.timer = c.scheduler.timers.schedule(deadline: deadlineNanoseconds(after: duration)) { [unowned c] in
-            scope.expired = true
-            scope.timer = nil
-            c.interruptWait(.timedOut)
+        let deadline = deadlineNanoseconds(after: duration)
+        if deadline <= ccoro_now_ns() {
+            scope.expired = true          // no time at all: the first suspending call times out
+        } else {
+            scope.timer = c.scheduler.timers.schedule(deadline: deadline) { [unowned c] in
+                scope.expired = true
+                scope.timer = nil
+                c.interruptWait(.timedOut)
+            }
         }
         c.timeoutScopes.append(scope)
         defer {

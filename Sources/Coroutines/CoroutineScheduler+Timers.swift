@@ -25,6 +25,8 @@ final class TimerHandle: @unchecked Sendable {
     }
 
     private func cancelOnThread() {
+        // A job of a stopped scheduler may run on a pool thread instead: its timers are gone.
+        guard scheduler.isOnOwnThread else { return }
         cancelled = true
         if let node { scheduler.timers.remove(node) }
         node = nil
@@ -37,22 +39,27 @@ extension CoroutineScheduler {
     func scheduleTimer(deadline: UInt64, owner: AnyObject? = nil, _ action: @escaping @Sendable () -> Void) -> TimerHandle {
         let handle = TimerHandle(scheduler: self)
         let arm: @Sendable () -> Void = { [self] in
+            // On a pool thread (this scheduler stopped meanwhile) the timer cannot be armed here.
+            guard isOnOwnThread else { return }
             guard !handle.cancelled else { return }
-            handle.node = timers.schedule(deadline: deadline) {
+            let node = timers.schedule(deadline: deadline) {
                 handle.node = nil
                 action()
             }
+            node.portableAction = action
+            handle.node = node
         }
         if isOnOwnThread { arm() } else { execute(arm) }
         return handle
     }
 
-    /// Suspends `c` (running on this scheduler) until `fd` is readable or writable.
+    /// Suspends `c` (running on this scheduler) until `fd` is readable or writable. Several
+    /// coroutines may wait for the same descriptor; readiness wakes them all.
     func waitForIO(_ c: Coroutine, fd: Int32, writable: Bool) throws {
         try c.wait(writable ? .writable : .readable, register: { ticket in
             var w = ioWaiters[fd] ?? IOWaiters()
-            if writable { w.writer = ticket } else { w.reader = ticket }
-            let err = poller.arm(fd: fd, readable: w.reader != nil, writable: w.writer != nil)
+            if writable { w.writers.append(ticket) } else { w.readers.append(ticket) }
+            let err = poller.arm(fd: fd, readable: !w.readers.isEmpty, writable: !w.writers.isEmpty)
             if err == EPERM {
                 // Regular files and the like are always ready and cannot be polled.
                 return true
@@ -62,14 +69,14 @@ extension CoroutineScheduler {
             return false
         }, unregister: { ticket in
             guard var w = ioWaiters[fd] else { return }
-            if writable, w.writer?.matches(ticket) == true { w.writer = nil }
-            if !writable, w.reader?.matches(ticket) == true { w.reader = nil }
-            if w.reader == nil && w.writer == nil {
+            w.readers.removeAll { $0.matches(ticket) }
+            w.writers.removeAll { $0.matches(ticket) }
+            if w.isEmpty {
                 ioWaiters[fd] = nil
                 poller.disarm(fd: fd)
             } else {
                 ioWaiters[fd] = w
-                _ = poller.arm(fd: fd, readable: w.reader != nil, writable: w.writer != nil)
+                _ = poller.arm(fd: fd, readable: !w.readers.isEmpty, writable: !w.writers.isEmpty)
             }
         })
     }

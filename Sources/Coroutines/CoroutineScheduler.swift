@@ -82,9 +82,12 @@ public final class CoroutineScheduler: @unchecked Sendable {
         var count = 0
     }
 
+    /// The coroutines waiting for one descriptor. Readiness wakes every waiter of that kind
+    /// (it is level-triggered: all of them may proceed and re-check).
     struct IOWaiters {
-        var reader: WaitTicket?
-        var writer: WaitTicket?
+        var readers: [WaitTicket] = []
+        var writers: [WaitTicket] = []
+        var isEmpty: Bool { readers.isEmpty && writers.isEmpty }
     }
 
     /// Creates a scheduler with its own thread, which runs until ``stop()``.
@@ -155,6 +158,11 @@ public final class CoroutineScheduler: @unchecked Sendable {
         precondition(isMainThread(), "CoroutineScheduler.main.run() must be called on the main thread")
         precondition(ccoro_tls_scheduler() == nil, "run() called while the main thread already drives a scheduler")
         drive { self.stopRequested.load(ordering: .sequentiallyConsistent) && self.liveCount == 0 }
+        endMainRun()
+    }
+
+    /// Makes the main scheduler drivable again after `run()` or a `runBlocking` on main.
+    func endMainRun() {
         stopRequested.store(false, ordering: .sequentiallyConsistent)
         stopHandled = false
     }
@@ -374,14 +382,16 @@ public final class CoroutineScheduler: @unchecked Sendable {
                 continue
             }
             guard var w = ioWaiters[ev.fd] else { continue }
-            if ev.readable != 0, let r = w.reader { w.reader = nil; r.resume() }
-            if ev.writable != 0, let wr = w.writer { w.writer = nil; wr.resume() }
-            if w.reader == nil && w.writer == nil {
+            var woken: [WaitTicket] = []
+            if ev.readable != 0 { woken += w.readers; w.readers = [] }
+            if ev.writable != 0 { woken += w.writers; w.writers = [] }
+            if w.isEmpty {
                 ioWaiters[ev.fd] = nil
             } else {
                 ioWaiters[ev.fd] = w
-                _ = poller.arm(fd: ev.fd, readable: w.reader != nil, writable: w.writer != nil)
+                _ = poller.arm(fd: ev.fd, readable: !w.readers.isEmpty, writable: !w.writers.isEmpty)
             }
+            for t in woken { t.resume() }
         }
     }
 
@@ -416,8 +426,16 @@ public final class CoroutineScheduler: @unchecked Sendable {
             StackAllocator.shared.give(r)
         }
         stackCache = []
-        // Timers of a stopped scheduler can never fire; release them.
-        while let t = timers.popDue(now: .max) { t.action = nil }
+        // Timers of a stopped scheduler can never fire here. Those armed for other code
+        // (`Promise.timeout`, `cancel(after:)`) move to a pool scheduler with the same deadline;
+        // the rest belonged to coroutines, which have all finished.
+        while let t = timers.popDue(now: .max) {
+            if let portable = t.portableAction {
+                SchedulerPool.default(for: .default).next().scheduleTimer(deadline: t.deadline, portable)
+            }
+            t.action = nil
+            t.portableAction = nil
+        }
     }
 
     private func drainRunQueue() -> [Runnable] {

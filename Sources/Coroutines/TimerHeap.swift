@@ -8,6 +8,8 @@ final class TimerNode {
     let sequence: UInt64        // tie-breaker: earlier-armed timers fire first
     var heapIndex = -1          // -1: not in a heap
     var action: (() -> Void)?
+    /// For timers armed through `scheduleTimer`: the action, runnable on another scheduler.
+    var portableAction: (@Sendable () -> Void)?
 
     init(deadline: UInt64, sequence: UInt64, action: @escaping () -> Void) {
         self.deadline = deadline
@@ -49,6 +51,7 @@ struct TimerHeap {
         nodes.removeLast()
         node.heapIndex = -1
         node.action = nil
+        node.portableAction = nil
         if i < nodes.count {
             siftDown(i)
             siftUp(i)

@@ -185,11 +185,15 @@ extension CoroutineScheduler {
         return current ?? SchedulerPool.default(for: .default).next()
     }
 
-    /// Where a timer that may outlive the current code is armed: the current scheduler unless it
-    /// is a temporary one (runBlocking, Coroutine.run), which ends with its body.
+    /// Where a timer that may outlive the current code is armed: the current scheduler if it runs
+    /// by itself (dedicated or pool); else a pool scheduler (a temporary scheduler ends with its
+    /// runBlocking body, and main runs only while something drives it).
     static func forTimers() -> CoroutineScheduler {
         let s = forObservers()
-        return s.kind == .temporary ? SchedulerPool.default(for: .default).next() : s
+        switch s.kind {
+        case .pool, .dedicated: return s
+        case .main, .temporary: return SchedulerPool.default(for: .default).next()
+        }
     }
 }
 

@@ -1,0 +1,101 @@
+import Foundation
+import Synchronization
+import Testing
+@testable import Coroutines
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+private typealias Kit = CoroutineTestKit
+
+/// Defects found by review, each pinned by a test that failed before its fix.
+@Suite("Coroutine regressions")
+struct CoroutineRegressionTests {
+    @Test("two coroutines waiting for the same descriptor are both woken when it becomes readable")
+    func twoReadersOneDescriptor() async throws {
+        let (r, w) = try Kit.makePipe()
+        defer { close(r); close(w) }
+        let woken = try await Kit.run(limit: .seconds(10)) {
+            // Given two coroutines suspended in waitUntilReadable on one pipe
+            let count = Kit.Counter()
+            let a = Coroutine.launch(name: "reader-A") { try Coroutine.waitUntilReadable(r); _ = count.increment() }
+            let b = Coroutine.launch(name: "reader-B") { try Coroutine.waitUntilReadable(r); _ = count.increment() }
+            try Coroutine.yield()
+            try Coroutine.yield()
+            // When one byte arrives
+            var byte: UInt8 = 1
+            _ = write(w, &byte, 1)
+            // Then both return
+            try Coroutine.withTimeout(.seconds(5)) {
+                try a.join()
+                try b.join()
+            }
+            return count.value
+        }
+        #expect(woken == 2)
+    }
+
+    @Test("cancelling the root of a 3,000-generation chain of children cancels them all without overflowing")
+    func deepCancellationChain() async throws {
+        let depth = 3_000
+        let finished = try await Kit.run(limit: .seconds(20)) {
+            // Given a chain where every coroutine launches one child, then waits
+            let built = Kit.Counter()
+            let allBuilt = Promise<Void>()
+            @Sendable func level(_ n: Int) throws {
+                if built.increment() == depth + 1 { allBuilt.fulfill(()) }
+                if n > 0 { Coroutine.launch(stackSize: 16 * 1024) { try level(n - 1) } }
+                try Coroutine.delay(.seconds(100))
+            }
+            let root = Coroutine.launch(stackSize: 16 * 1024) { try level(depth) }
+            try allBuilt.await()
+            // When the root is cancelled from a coroutine with a default stack
+            root.cancel()
+            try root.join()
+            // Then every generation unwinds (runBlocking's scheduler drains: all finished)
+            return root.error is CancellationError
+        }
+        #expect(finished)
+    }
+
+    @Test("withTimeout with zero duration times out the first suspending call, even a yield")
+    func zeroTimeoutTimesOutFirstSuspension() async throws {
+        let outcomes = try await Kit.run {
+            var outcomes: [String] = []
+            for d in [Duration.zero, .milliseconds(-5)] {
+                do {
+                    _ = try Coroutine.withTimeout(d) { try Coroutine.yield(); return 1 }
+                    outcomes.append("returned")
+                } catch CoroutineError.timedOut {
+                    outcomes.append("timedOut")
+                }
+            }
+            return outcomes
+        }
+        #expect(outcomes == ["timedOut", "timedOut"])
+    }
+
+    @Test("Promise.timeout armed on a dedicated scheduler still fires after that scheduler stopped")
+    func promiseTimeoutOutlivesStoppedScheduler() async throws {
+        // Given a timeout armed from a coroutine on a scheduler that is then stopped
+        let s = CoroutineScheduler(name: "short-lived")
+        let never = Promise<Int>()
+        let derived = try await Coroutine.async(on: s) { never.timeout(.milliseconds(50)) }.value
+        s.stop()
+        // Then the derived promise is still rejected with timedOut
+        await #expect(throws: PromiseError.timedOut) { try await derived.value }
+    }
+
+    @Test("cancel(after:) on coroutines of a stopped scheduler neither crashes nor arms anything")
+    func cancelAfterOnStoppedScheduler() async throws {
+        let s = CoroutineScheduler(name: "stopped")
+        let c = Coroutine.launch(on: s) {}
+        try await c.join()
+        s.stop()
+        try await Kit.onPlainThreads(2) { _ in
+            for _ in 0..<20_000 { c.cancel(after: .milliseconds(1)) }
+        }
+        #expect(c.isFinished && !c.isCancelled)
+    }
+}
