@@ -25,7 +25,10 @@ extension Coroutine {
             c.interruptWait(.cancelled)
             c.shared.locked { s in
                 var child = s.firstChild
-                while let x = child { pending.append(x); child = x.nextSibling }
+                while let x = child {
+                    pending.append(x.takeUnretainedValue())
+                    child = x._withUnsafeGuaranteedRef { $0.nextSibling }
+                }
             }
         }
     }
@@ -102,8 +105,13 @@ extension Coroutine {
         }
         if let parent {
             parent.shared.locked { s in
-                if let p = previousSibling { p.nextSibling = nextSibling } else { s.firstChild = nextSibling }
-                nextSibling?.previousSibling = previousSibling
+                let (previous, next) = (previousSibling, nextSibling)
+                if let previous {
+                    previous._withUnsafeGuaranteedRef { $0.nextSibling = next }
+                } else {
+                    s.firstChild = next
+                }
+                next?._withUnsafeGuaranteedRef { $0.previousSibling = previous }
             }
             previousSibling = nil
             nextSibling = nil

@@ -65,14 +65,15 @@ public final class Coroutine: @unchecked Sendable, Hashable, CustomStringConvert
         var cancelTimers: [TimerHandle] = []
         /// Not retained: a live child is kept alive by its scheduler's registry, and unlinks
         /// itself when it finishes.
-        unowned(unsafe) var firstChild: Coroutine?
+        var firstChild: Unmanaged<Coroutine>?
     }
     /// The coroutine this one was launched from; cleared when this one finishes.
     /// Guarded by `parent.shared`'s lock for the sibling links.
     @exclusivity(unchecked) var parent: Coroutine?
-    // Guarded by the parent's `shared` lock; not retained (see `SharedState.firstChild`).
-    @exclusivity(unchecked) unowned(unsafe) var previousSibling: Coroutine?
-    @exclusivity(unchecked) unowned(unsafe) var nextSibling: Coroutine?
+    // Guarded by the parent's `shared` lock; not retained (see `SharedState.firstChild`), and
+    // `Unmanaged` so that walking and unlinking the list costs no reference counting.
+    @exclusivity(unchecked) var previousSibling: Unmanaged<Coroutine>?
+    @exclusivity(unchecked) var nextSibling: Unmanaged<Coroutine>?
 
     // MARK: Guarded by `scheduler.registry`
 
@@ -161,9 +162,10 @@ public final class Coroutine: @unchecked Sendable, Hashable, CustomStringConvert
             let parentCancelled: Bool = parent.shared.locked { s in
                 if parent.cancelledFlag.load(ordering: .sequentiallyConsistent) { return true }
                 self.parent = parent
+                let me = Unmanaged.passUnretained(self)
                 self.nextSibling = s.firstChild
-                s.firstChild?.previousSibling = self
-                s.firstChild = self
+                s.firstChild?._withUnsafeGuaranteedRef { $0.previousSibling = me }
+                s.firstChild = me
                 return false
             }
             if parentCancelled { cancelledFlag.store(true, ordering: .sequentiallyConsistent) }

@@ -34,31 +34,52 @@ func rawSwitch(iterations: Int) -> Double {
     return Double(t1 - t0) / Double(iterations * 2)   // two switches per iteration
 }
 
-/// Swift peer of a raw switch: two tasks handing control back and forth through continuations.
+/// Swift peer of a raw switch: two tasks handing control back and forth, each resuming the
+/// other's continuation and then suspending on its own (two task switches per round).
 func continuationPingPong(iterations: Int) throws -> Double {
     try blockingAwait {
+        let ping = Baton(), pong = Baton()
         let t0 = now()
-        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
-            let pong = PongState(iterations: iterations, done: done)
-            Task { await pong.ping() }
+        async let partner: Void = {
+            for _ in 0..<iterations {
+                await ping.wait()
+                pong.signal()
+            }
+        }()
+        for _ in 0..<iterations {
+            ping.signal()
+            await pong.wait()
         }
+        await partner
         let t1 = now()
         return Double(t1 - t0) / Double(iterations * 2)
     }
 }
 
-private actor PongState {
-    let iterations: Int
-    let done: CheckedContinuation<Void, Never>
-    init(iterations: Int, done: CheckedContinuation<Void, Never>) { self.iterations = iterations; self.done = done }
-    func ping() async {
-        // Alternate between this actor and the generic executor: each hop is a task switch.
-        for _ in 0..<iterations {
-            await hop()
+/// A one-waiter binary semaphore on `UnsafeContinuation` + `Mutex`, resumed outside the lock.
+final class Baton: Sendable {
+    private enum State { case idle, signalled, waiting(UnsafeContinuation<Void, Never>) }
+    private let state = Mutex<State>(.idle)
+
+    func wait() async {
+        await withUnsafeContinuation { k in
+            let ready: Bool = state.withLock { s in
+                if case .signalled = s { s = .idle; return true }
+                s = .waiting(k)
+                return false
+            }
+            if ready { k.resume() }
         }
-        done.resume()
     }
-    nonisolated func hop() async {}
+
+    func signal() {
+        let k: UnsafeContinuation<Void, Never>? = state.withLock { s in
+            if case .waiting(let k) = s { s = .idle; return k }
+            s = .signalled
+            return nil
+        }
+        k?.resume()
+    }
 }
 
 // MARK: yield — two coroutines alternating Coroutine.yield() on one scheduler

@@ -10,7 +10,7 @@ emit("WARNING: coroutines-bench was built in debug mode; figures are meaningless
 let benchmarks: [Benchmark] = [
     Benchmark(name: "switch",
               ours: Workload(name: "switch (asm ccoro_switch)", unit: "ns/switch", runs: 9) { rawSwitch(iterations: 5_000_000) },
-              peer: Workload(name: "swift: task hop", unit: "ns/switch", runs: 9) { try continuationPingPong(iterations: 500_000) }),
+              peer: Workload(name: "swift: task ping-pong", unit: "ns/switch", runs: 9) { try continuationPingPong(iterations: 200_000) }),
     Benchmark(name: "yield",
               ours: Workload(name: "yield (Coroutine.yield)", unit: "ns/switch", runs: 9) { try coroutineYield(iterations: 1_000_000) },
               peer: Workload(name: "swift: Task.yield", unit: "ns/switch", runs: 9) { try taskYield(iterations: 200_000) }),
