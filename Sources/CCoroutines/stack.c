@@ -24,8 +24,8 @@ size_t ccoro_page_size(void) {
   return page;
 }
 
-int ccoro_stack_map_guarded(size_t size, ccoro_stack *out) {
-  size_t total = size + CCORO_GUARD_SIZE;
+/// Maps `total` bytes whose lowest CCORO_GUARD_SIZE bytes are PROT_NONE. Returns 0 or errno.
+static int map_with_guard(size_t total, void **out) {
   void *m = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
   if (m == MAP_FAILED) return errno;
   if (mprotect(m, CCORO_GUARD_SIZE, PROT_NONE) != 0) {
@@ -33,6 +33,15 @@ int ccoro_stack_map_guarded(size_t size, ccoro_stack *out) {
     munmap(m, total);
     return e;
   }
+  *out = m;
+  return 0;
+}
+
+int ccoro_stack_map_guarded(size_t size, ccoro_stack *out) {
+  size_t total = size + CCORO_GUARD_SIZE;
+  void *m;
+  int e = map_with_guard(total, &m);
+  if (e) return e;
   out->mapping = m;
   out->mapping_size = total;
   out->guard_lo = m;
@@ -52,13 +61,9 @@ void ccoro_stack_unmap_guarded(ccoro_stack *stack) {
 
 int ccoro_stack_map_slab(size_t size, size_t count, ccoro_stack *out) {
   size_t total = size * count + CCORO_GUARD_SIZE;
-  void *m = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
-  if (m == MAP_FAILED) return errno;
-  if (mprotect(m, CCORO_GUARD_SIZE, PROT_NONE) != 0) {
-    int e = errno;
-    munmap(m, total);
-    return e;
-  }
+  void *m;
+  int e = map_with_guard(total, &m);
+  if (e) return e;
   char *first = (char *)m + CCORO_GUARD_SIZE;
   for (size_t i = 0; i < count; i++) {
     char *lo = first + i * size;
