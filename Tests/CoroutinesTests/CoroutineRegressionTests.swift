@@ -99,3 +99,33 @@ struct CoroutineRegressionTests {
         #expect(c.isFinished && !c.isCancelled)
     }
 }
+
+@Suite("Scheduler resources")
+struct SchedulerResourceTests {
+    private func openDescriptors() -> Int {
+        (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? 0
+    }
+
+    private func threads() -> Int {
+        (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task").count) ?? 0
+    }
+
+    @Test("200 Coroutine.run calls leave no poller descriptors or threads behind")
+    func temporarySchedulersReleaseTheirDescriptors() async throws {
+        // Given the number of open descriptors now (other tests may open a few meanwhile)
+        for _ in 0..<5 { _ = try await Coroutine.run { 0 } }
+        let before = openDescriptors()
+        let threadsBefore = threads()
+        // When 200 temporary schedulers come and go
+        for i in 0..<200 {
+            let v = try await Coroutine.run { i }
+            #expect(v == i)
+        }
+        // Then their epoll and eventfd descriptors were closed (2 per scheduler would be 400)
+        let after = openDescriptors()
+        #expect(after - before < 40, "open descriptors grew from \(before) to \(after)")
+        // And their threads ended (a thread may still be exiting: allow a few)
+        let threadsAfter = threads()
+        #expect(threadsAfter - threadsBefore < 20, "threads grew from \(threadsBefore) to \(threadsAfter)")
+    }
+}
