@@ -307,13 +307,14 @@ public final class CoroutineScheduler: @unchecked Sendable {
                 resumeFromLoop(c)
                 budget -= 1
             }
-            if !runQueue.isEmpty || !jobs.isEmpty {
-                if !ioWaiters.isEmpty || mainQueueFD >= 0 { poll(timeout: 0) }
-                continue
-            }
             if stopRequested.load(ordering: .sequentiallyConsistent) && !stopHandled {
+                // Handled even while coroutines keep the run queue busy (e.g. yield loops).
                 stopHandled = true
                 cancelAll()
+                continue
+            }
+            if !runQueue.isEmpty || !jobs.isEmpty {
+                if !ioWaiters.isEmpty || mainQueueFD >= 0 { poll(timeout: 0) }
                 continue
             }
             if done() { break }

@@ -129,3 +129,21 @@ struct SchedulerResourceTests {
         #expect(threadsAfter - threadsBefore < 20, "threads grew from \(threadsBefore) to \(threadsAfter)")
     }
 }
+
+@Suite("Stopping busy schedulers")
+struct StopBusySchedulerTests {
+    @Test("stop() cancels coroutines that never let the run queue empty (yield loops)")
+    func stopCancelsYieldLoops() async throws {
+        // Given two coroutines that yield to each other forever
+        let s = CoroutineScheduler(name: "busy")
+        let a = Coroutine.launch(on: s) { while true { try Coroutine.yield() } }
+        let b = Coroutine.launch(on: s) { while true { try Coroutine.yield() } }
+        // When the scheduler is stopped
+        s.stop()
+        // Then both are cancelled and finish
+        try await a.join()
+        try await b.join()
+        #expect(a.error is CancellationError)
+        #expect(b.error is CancellationError)
+    }
+}
