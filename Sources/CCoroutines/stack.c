@@ -106,3 +106,18 @@ long ccoro_max_map_count(void) {
   fclose(f);
   return v;
 }
+
+void ccoro_stack_release_memory(const ccoro_stack *stack) {
+  size_t page = ccoro_page_size();
+  uintptr_t lo = (uintptr_t)stack->base;
+  uintptr_t hi = (uintptr_t)stack->top;
+  if (stack->is_slab) hi &= ~(uintptr_t)(page - 1);   // keep the page holding the canary above
+  else hi = (hi + page - 1) & ~(uintptr_t)(page - 1);
+  lo = (lo + page - 1) & ~(uintptr_t)(page - 1);
+  if (hi <= lo) return;
+#if defined(MADV_DONTNEED) && defined(__linux__)
+  madvise((void *)lo, hi - lo, MADV_DONTNEED);
+#elif defined(MADV_FREE)
+  madvise((void *)lo, hi - lo, MADV_FREE);
+#endif
+}

@@ -60,7 +60,7 @@ extension Coroutine {
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Value, any Error>) in
                 spawnThread(name: "Coroutine.run") {
-                    continuation.resume(with: Result { try drive(scheduler, body) })
+                    continuation.resume(with: Result { try drive(scheduler, name: "Coroutine.run", body) })
                 }
             }
         } onCancel: {
@@ -70,31 +70,26 @@ extension Coroutine {
 
     /// Drives `scheduler` on the calling thread until `body` and everything launched onto the
     /// scheduler finished.
-    private static func drive<Value>(_ scheduler: CoroutineScheduler, _ body: () throws -> Value) throws -> Value {
+    private static func drive<Value>(_ scheduler: CoroutineScheduler, name: String = "runBlocking",
+                                     _ body: () throws -> Value) throws -> Value {
         let result = BlockingResult<Value>()
-        let bodyError = UncheckedBox<Bool>(false)
         withoutActuallyEscaping(body) { body in
             let unchecked = UncheckedBox(body)
-            let c = Coroutine(scheduler: scheduler, name: "runBlocking", stackSize: nil,
+            let c = Coroutine(scheduler: scheduler, name: name, stackSize: nil,
                               reportsUnobservedErrors: false, unstartedObserver: result,
                               body: {
                                   do {
                                       result.value = .success(try unchecked.value())
                                   } catch {
                                       result.value = .failure(error)
-                                      bodyError.value = true
+                                      // Cancel the rest at once, on this thread (§4.9): waiting for
+                                      // the run queue to empty could wait forever.
+                                      scheduler.cancelAll()
                                       throw error
                                   }
                               })
             c.start(parent: nil)
-            var cancelledOthers = false
-            scheduler.drive {
-                if bodyError.value && !cancelledOthers {
-                    cancelledOthers = true
-                    scheduler.cancelAll()
-                }
-                return scheduler.liveCount == 0
-            }
+            scheduler.drive { scheduler.liveCount == 0 }
             if scheduler.kind == .temporary { scheduler.close() }
             if scheduler.kind == .main { scheduler.endMainRun() }
         }

@@ -80,7 +80,7 @@ extension Coroutine {
 
     /// Records the end of the body, wakes joiners, unlinks from the parent and reports an
     /// unobserved error. Runs on the coroutine's stack or, for unstarted coroutines, anywhere.
-    func finish(error: (any Error)?) {
+    func finish(error: (any Error)?, bodyRan: Bool = true) {
         status = .finished
         var timers: [TimerHandle] = []
         defer { for t in timers { t.cancel() } }
@@ -99,7 +99,8 @@ extension Coroutine {
             case .continuation(_, let continuation): continuation.resume()
             }
         }
-        if let error, reportsUnobservedErrors, joiners.isEmpty, !(error is CancellationError) {
+        // Only errors thrown by a body are reported (§4.5), not the reason a body never ran.
+        if let error, bodyRan, reportsUnobservedErrors, joiners.isEmpty, !(error is CancellationError) {
             let handler = Coroutine.unobservedErrorHandler
             scheduler.execute { [self] in handler(self, error) }
         }
@@ -123,7 +124,7 @@ extension Coroutine {
     func finishUnstarted(_ error: any Error) {
         body = nil
         unstartedObserver?.coroutineNeverRan(error)
-        finish(error: error)
+        finish(error: error, bodyRan: false)
         scheduler.unregister(self)
     }
 }

@@ -126,6 +126,9 @@ private func runCoroutine(_ arg: UnsafeMutableRawPointer)
         c.body = nil
         do { try body() } catch { thrown = error }
     }
+    if let r = c.record, ccoro_stack_canary_ok(&r.pointee.stack) == 0 {
+        ccoro_report_overflow(c.cName, r.pointee.stack.size, "stack canary smashed (slab stack)")
+    }
     c.finish(error: thrown)
     let scheduler = c.scheduler
     scheduler.finishedCoroutine = c

@@ -172,17 +172,26 @@ public final class CoroutineScheduler: @unchecked Sendable {
     ///
     /// A later launch onto a stopped dedicated scheduler never runs and finishes with
     /// `CoroutineError.schedulerStopped`. Schedulers of a ``SchedulerPool`` cannot be stopped:
-    /// the call is ignored.
+    /// the call is ignored. On ``main`` it ends the current ``run()`` (or `runBlocking` on the
+    /// main thread) — coroutines launched onto main until then are cancelled too — and is
+    /// ignored while nothing drives main.
     ///
     /// - Suspends: no; returns at once (the unwinding happens on the scheduler's thread).
     ///   Thread-safe and idempotent.
     public func stop() {
         guard kind != .pool else { return }
+        // main: a stop ends the current run; with nothing driving main there is nothing to end.
+        if kind == .main && !isDriven.load(ordering: .sequentiallyConsistent) { return }
         stopRequested.store(true, ordering: .sequentiallyConsistent)
         wakeLoop()
     }
 
-    /// Whether ``stop()`` completed: the thread has ended and no coroutine can run on it.
+    /// Whether a thread drives this scheduler right now.
+    let isDriven = Atomic<Bool>(false)
+
+    /// Whether a dedicated (or temporary) scheduler has stopped for good: its thread has ended and
+    /// no coroutine can run on it. Always false for ``main`` (which can be driven again) and for
+    /// pool schedulers (which never stop).
     public var isStopped: Bool { incoming.locked { $0.closed } }
 
     var liveCount: Int { registry.locked { $0.count } }
@@ -198,9 +207,16 @@ public final class CoroutineScheduler: @unchecked Sendable {
             r.count += 1
         }
         c.status = .ready
-        if kind != .main && stopRequested.load(ordering: .sequentiallyConsistent) {
-            c.finishUnstarted(CoroutineError.schedulerStopped)
-        } else if isOnOwnThread {
+        if stopRequested.load(ordering: .sequentiallyConsistent) {
+            if kind == .main {
+                // main is being stopped: the coroutine starts cancelled (never runs its body).
+                c.cancelledFlag.store(true, ordering: .sequentiallyConsistent)
+            } else {
+                c.finishUnstarted(CoroutineError.schedulerStopped)
+                return
+            }
+        }
+        if isOnOwnThread {
             runQueue.append(c)
         } else if !post(.coroutine(c)) {
             c.finishUnstarted(CoroutineError.schedulerStopped)
@@ -287,7 +303,11 @@ public final class CoroutineScheduler: @unchecked Sendable {
     func drive(until done: () -> Bool) {
         let previous = ccoro_tls_scheduler()
         ccoro_tls_set_scheduler(Unmanaged.passUnretained(self).toOpaque())
-        defer { ccoro_tls_set_scheduler(previous) }
+        isDriven.store(true, ordering: .sequentiallyConsistent)
+        defer {
+            isDriven.store(false, ordering: .sequentiallyConsistent)
+            ccoro_tls_set_scheduler(previous)
+        }
         ccoro_signal_prepare_thread()
         prepareLoopRecord()
         if kind == .main && mainQueueFD < 0 {
@@ -319,6 +339,7 @@ public final class CoroutineScheduler: @unchecked Sendable {
             }
             if done() { break }
             if !runQueue.isEmpty || !jobs.isEmpty { continue }
+            StackAllocator.shared.trimIfNeeded()
             parked.store(true, ordering: .sequentiallyConsistent)
             if incomingCount.load(ordering: .sequentiallyConsistent) > 0
                 || (stopRequested.load(ordering: .sequentiallyConsistent) && !stopHandled) {

@@ -39,16 +39,51 @@ final class StackAllocator: Sendable {
         let pointer: UnsafeMutablePointer<ccoro_stack_record>
     }
 
+    /// Idle stacks of one size, reused last-in first-out; the oldest `trimmedPrefix` entries
+    /// have had their memory given back to the kernel (`trim`).
+    private struct Pool {
+        var stacks: [Ref] = []
+        var trimmedPrefix = 0
+
+        mutating func popLast() -> Ref? {
+            guard let r = stacks.popLast() else { return nil }
+            trimmedPrefix = min(trimmedPrefix, stacks.count)
+            return r
+        }
+
+        /// Removes the entries beyond the newest `keep` whose memory may still be resident. They
+        /// are out of the pool (nobody can take them) while their memory is released.
+        mutating func removeUntrimmed(keeping keep: Int) -> [Ref] {
+            let end = stacks.count - keep
+            guard end > trimmedPrefix else { return [] }
+            let removed = Array(stacks[trimmedPrefix..<end])
+            stacks.removeSubrange(trimmedPrefix..<end)
+            return removed
+        }
+
+        /// Puts released stacks back, oldest first, among the trimmed ones.
+        mutating func insertTrimmed(_ released: [Ref]) {
+            let at = min(trimmedPrefix, stacks.count)
+            stacks.insert(contentsOf: released, at: at)
+            trimmedPrefix = at + released.count
+        }
+    }
+
     private struct State {
-        var pools: [Int: [Ref]] = [:]
+        var pools: [Int: Pool] = [:]
         var guardedLive = 0          // guarded stacks mapped (in use or pooled)
-        var slabFree: [Int: [Ref]] = [:]
+        var slabFree: [Int: Pool] = [:]
         var inUse = 0
         var pooled = 0
     }
     private let state = Mutex(State())
     /// Stacks held in schedulers' private caches (counted as in use by `state`).
     let cachedInSchedulers = Atomic<Int>(0)
+    /// Stacks given back since the last `trim` (a cheap hint for idle schedulers).
+    private let givenSinceTrim = Atomic<Int>(0)
+    /// Idle stacks per size whose memory stays resident for quick reuse; older idle stacks are
+    /// trimmed (their pages given back) when a scheduler goes idle.
+    static let residentIdleLimit = 256
 
     private init() {
         let maxMaps = ccoro_max_map_count()
@@ -109,9 +144,21 @@ final class StackAllocator: Sendable {
     }
 
     private func mapFresh(size: Int) -> UnsafeMutablePointer<ccoro_stack_record>? {
-        let useGuarded: Bool = state.locked { s in
-            if s.guardedLive < guardedCap { s.guardedLive += 1; return true }
-            return false
+        let (useGuarded, evicted): (Bool, Ref?) = state.locked { s in
+            if s.guardedLive < guardedCap { s.guardedLive += 1; return (true, nil) }
+            // At the cap: an idle guarded stack of another size makes room (one out, one in),
+            // so one size's idle stacks never condemn every other size to slab stacks.
+            for key in s.pools.keys where key != size {
+                if let r = s.pools[key]?.popLast() {
+                    s.pooled -= 1
+                    return (true, r)
+                }
+            }
+            return (false, nil)
+        }
+        if let evicted {
+            ccoro_stack_unmap_guarded(&evicted.pointer.pointee.stack)
+            evicted.pointer.deallocate()
         }
         if useGuarded {
             let r = UnsafeMutablePointer<ccoro_stack_record>.allocate(capacity: 1)
@@ -141,7 +188,7 @@ final class StackAllocator: Sendable {
         let first = records.removeLast()
         let rest = records.map(Ref.init)
         state.locked { s in
-            s.slabFree[size, default: []].append(contentsOf: rest)
+            s.slabFree[size, default: Pool()].stacks.append(contentsOf: rest)
             s.inUse += 1
         }
         return first
@@ -156,11 +203,11 @@ final class StackAllocator: Sendable {
         let unmap: Bool = state.locked { s in
             s.inUse -= 1
             if isSlab {
-                s.slabFree[size, default: []].append(record)
+                s.slabFree[size, default: Pool()].stacks.append(record)
                 return false
             }
-            if s.pools[size, default: []].count < Self.poolLimit {
-                s.pools[size, default: []].append(record)
+            if s.pools[size, default: Pool()].stacks.count < Self.poolLimit {
+                s.pools[size, default: Pool()].stacks.append(record)
                 s.pooled += 1
                 return false
             }
@@ -170,6 +217,31 @@ final class StackAllocator: Sendable {
         if unmap {
             ccoro_stack_unmap_guarded(&r.pointee.stack)
             r.deallocate()
+        }
+        givenSinceTrim.add(1, ordering: .relaxed)
+    }
+
+    /// Gives the memory of old idle stacks back to the kernel, keeping the newest
+    /// ``residentIdleLimit`` of each size resident. Called by schedulers before they park, so the
+    /// system calls happen when there is nothing else to do (SPEC §2.2: a finished coroutine's
+    /// memory is released). Thread-safe.
+    func trimIfNeeded() {
+        guard givenSinceTrim.load(ordering: .relaxed) > Self.residentIdleLimit else { return }
+        givenSinceTrim.store(0, ordering: .relaxed)
+        // Taken out of the pools under the lock, released outside it, then put back: a stack is
+        // never handed out while its memory is being released.
+        let victims: (guarded: [Int: [Ref]], slab: [Int: [Ref]]) = state.locked { s in
+            var guarded: [Int: [Ref]] = [:], slab: [Int: [Ref]] = [:]
+            for key in s.pools.keys { guarded[key] = s.pools[key]!.removeUntrimmed(keeping: Self.residentIdleLimit) }
+            for key in s.slabFree.keys { slab[key] = s.slabFree[key]!.removeUntrimmed(keeping: Self.residentIdleLimit) }
+            return (guarded, slab)
+        }
+        for list in [victims.guarded, victims.slab] {
+            for r in list.values.joined() { ccoro_stack_release_memory(&r.pointer.pointee.stack) }
+        }
+        state.locked { s in
+            for (key, rs) in victims.guarded where !rs.isEmpty { s.pools[key, default: Pool()].insertTrimmed(rs) }
+            for (key, rs) in victims.slab where !rs.isEmpty { s.slabFree[key, default: Pool()].insertTrimmed(rs) }
         }
     }
 

@@ -162,7 +162,7 @@ struct CoroutineLaunchTests {
             }
             p.fulfill(c)
             try c.join()
-            return c.error == nil && Coroutine.current?.name == "runBlocking"
+            return c.error == nil && Coroutine.current?.name == "Coroutine.run"
         }
         #expect(result)
     }

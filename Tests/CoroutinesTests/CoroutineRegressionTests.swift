@@ -147,3 +147,47 @@ struct StopBusySchedulerTests {
         #expect(b.error is CancellationError)
     }
 }
+
+@Suite("Review round 2")
+struct ReviewRoundTwoTests {
+    @Test("Coroutine.run whose body throws cancels a sibling that keeps the run queue busy, then rethrows")
+    func bodyThrowsWhileSiblingSpins() async throws {
+        struct Fail: Error {}
+        let spinner = Kit.Box<Coroutine?>(nil)
+        await #expect(throws: Fail.self) {
+            try await Kit.run(limit: .seconds(10)) { () throws -> Int in
+                spinner.value = Coroutine.launch(name: "spinner") { while true { try Coroutine.yield() } }
+                try Coroutine.delay(.milliseconds(20))
+                throw Fail()
+            }
+        }
+        #expect(spinner.value?.error is CancellationError)
+    }
+}
+
+extension UnobservedErrorTests {
+    @Suite("Unstarted coroutines")
+    struct UnstartedNotReported {
+        @Test("a launch onto a stopped scheduler finishes with schedulerStopped and is not reported as unobserved")
+        func stoppedLaunchIsNotReported() async throws {
+            let reports = Kit.Log<String>()
+            Coroutine.unobservedErrorHandler = { c, e in
+                if c.name == "late" { reports.append("\(e)") }
+            }
+            defer { Coroutine.unobservedErrorHandler = Coroutine.defaultUnobservedErrorHandler }
+            let s = CoroutineScheduler(name: "stopped-for-good")
+            s.stop()
+            #expect(await Kit.eventually { s.isStopped })
+            let c = Coroutine.launch(on: s, name: "late") {}
+            try await c.join()
+            #expect(c.error as? CoroutineError == .schedulerStopped)
+            // A report would be queued at once as a job on a pool scheduler (the stopped one
+            // forwards its jobs there); a loop runs queued jobs before coroutines queued after
+            // them, so one coroutine per pool scheduler flushes any such report.
+            for pooled in SchedulerPool.default(for: .default).schedulers {
+                _ = try await Coroutine.async(on: pooled) { 0 }.value
+            }
+            #expect(reports.all.isEmpty)
+        }
+    }
+}

@@ -64,6 +64,9 @@ static inline void ccoro_stack_arm_canary(const ccoro_stack *s) {
 static inline int ccoro_stack_canary_ok(const ccoro_stack *s) {
   return s->canary == NULL || *s->canary == CCORO_CANARY_VALUE;
 }
+/// Gives an idle stack's pages back to the kernel (they read as zero when touched again). For a
+/// slab stack the top page is kept: it holds the canary of the stack above.
+void ccoro_stack_release_memory(const ccoro_stack *stack);
 /// The number of lines in /proc/self/maps (current mappings), or -1.
 long ccoro_current_map_count(void);
 /// vm.max_map_count, or -1 where there is no such limit.
