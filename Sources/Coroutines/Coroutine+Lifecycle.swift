@@ -40,7 +40,9 @@ extension Coroutine {
     /// - Complexity: O(log timers).
     public func cancel(after duration: Duration) {
         let deadline = deadlineNanoseconds(after: duration)
-        let handle = scheduler.scheduleTimer(deadline: deadline, owner: self) { [weak self] in self?.cancel() }
+        // A strong capture (a weak one would give the coroutine a side table and slow every
+        // retain): the timer is released when the coroutine finishes, which ends the cycle.
+        let handle = scheduler.scheduleTimer(deadline: deadline) { self.cancel() }
         let finished = shared.locked { s in
             if s.finished { return true }
             s.cancelTimers.append(handle)

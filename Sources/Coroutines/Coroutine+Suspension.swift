@@ -67,11 +67,17 @@ extension Coroutine {
     @inline(__always)
     func checkInterrupts() throws {
         if cancelledFlag.load(ordering: .sequentiallyConsistent) { throw CancellationError() }
-        if !timeoutScopes.isEmpty { try checkTimeouts() }
+        if hasExpiredTimeout { throw CoroutineError.timedOut }
     }
 
-    private func checkTimeouts() throws {
-        for scope in timeoutScopes where scope.expired { throw CoroutineError.timedOut }
+    /// Whether cancellation or an expired `withTimeout` scope forbids suspending now.
+    @inline(__always)
+    var hasPendingInterrupt: Bool {
+        cancelledFlag.load(ordering: .sequentiallyConsistent) || hasExpiredTimeout
+    }
+
+    private var hasExpiredTimeout: Bool {
+        !timeoutScopes.isEmpty && timeoutScopes.contains { $0.expired }
     }
 
     /// Claims the suspension armed at `epoch` (see ``WaitTicket``). Any thread.
@@ -119,7 +125,7 @@ extension Coroutine {
             suspendForWake(kind)
             return
         }
-        if cancelledFlag.load(ordering: .sequentiallyConsistent) || (!timeoutScopes.isEmpty && timeoutScopes.contains(where: { $0.expired })) {
+        if hasPendingInterrupt {
             if disarm(armed) {
                 unregister(ticket)
                 try checkInterrupts()

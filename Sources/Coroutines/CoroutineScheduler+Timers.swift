@@ -36,7 +36,7 @@ final class TimerHandle: @unchecked Sendable {
 extension CoroutineScheduler {
     /// Arms a timer from any thread. `action` runs on this scheduler's loop.
     @discardableResult
-    func scheduleTimer(deadline: UInt64, owner: AnyObject? = nil, _ action: @escaping @Sendable () -> Void) -> TimerHandle {
+    func scheduleTimer(deadline: UInt64, _ action: @escaping @Sendable () -> Void) -> TimerHandle {
         let handle = TimerHandle(scheduler: self)
         let arm: @Sendable () -> Void = { [self] in
             // On a pool thread (this scheduler stopped meanwhile) the timer cannot be armed here.

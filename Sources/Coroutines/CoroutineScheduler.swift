@@ -271,10 +271,9 @@ public final class CoroutineScheduler: @unchecked Sendable {
     }
 
     private func wakeLoop() {
+        // Not parked: the loop looks at the queue and the flags before it parks again.
         if parked.compareExchange(expected: true, desired: false, ordering: .sequentiallyConsistent).exchanged {
             poller.wake()
-        } else if kind == .dedicated || kind == .main || kind == .temporary {
-            // Not parked: the loop will look at the queue and flags before it parks again.
         }
     }
 
