@@ -53,7 +53,8 @@ extension CoroutineScheduler {
         return next
     }
 
-    private func checkStack(of c: Coroutine, _ r: UnsafeMutablePointer<ccoro_stack_record>) {
+    /// Aborts with the overflow report if a slab stack's canary was smashed.
+    func checkStack(of c: Coroutine, _ r: UnsafeMutablePointer<ccoro_stack_record>) {
         if ccoro_stack_canary_ok(&r.pointee.stack) == 0 {
             ccoro_report_overflow(c.cName, r.pointee.stack.size, "stack canary smashed (slab stack)")
         }
@@ -126,9 +127,7 @@ private func runCoroutine(_ arg: UnsafeMutableRawPointer)
         c.body = nil
         do { try body() } catch { thrown = error }
     }
-    if let r = c.record, ccoro_stack_canary_ok(&r.pointee.stack) == 0 {
-        ccoro_report_overflow(c.cName, r.pointee.stack.size, "stack canary smashed (slab stack)")
-    }
+    if let r = c.record { c.scheduler.checkStack(of: c, r) }
     c.finish(error: thrown)
     let scheduler = c.scheduler
     scheduler.finishedCoroutine = c
