@@ -63,6 +63,10 @@ extension WaitKind {
         case .writable: "waitUntilWritable"
         case .task: "Coroutine.await (Swift task)"
         case .channel: "channel"
+        case .select: "select"
+        case .mutex: "CoroutineMutex.lock"
+        case .semaphore: "CoroutineSemaphore.acquire"
+        case .waitGroup: "WaitGroup.wait"
         case .other: "a suspending operation"
         }
     }

@@ -11,6 +11,12 @@ struct WaitTicket: Sendable {
     @usableFromInline let coroutine: Coroutine
     @usableFromInline let epoch: UInt64
 
+    @inlinable
+    init(coroutine: Coroutine, epoch: UInt64) {
+        self.coroutine = coroutine
+        self.epoch = epoch
+    }
+
     /// Claims the suspension and makes the coroutine ready on its own scheduler.
     /// - Returns: false if someone else already claimed it.
     /// - Threading: any thread. The coroutine runs after the caller's coroutine suspends (same
@@ -20,7 +26,23 @@ struct WaitTicket: Sendable {
         coroutine.claim(epoch: epoch, reason: reason)
     }
 
-    @usableFromInline
+    /// Claims the suspension without waking the coroutine yet: a channel claims a waiter under
+    /// its lock, moves the value, and calls ``wakeClaimed()`` after unlocking.
+    /// - Returns: false if someone else already claimed it (a stale waiter: skip it).
+    @inlinable @inline(__always)
+    func tryClaim() -> Bool {
+        coroutine.epoch.compareExchange(expected: epoch, desired: epoch &+ 1,
+                                        ordering: .sequentiallyConsistent).exchanged
+    }
+
+    /// Makes a coroutine whose suspension this ticket claimed (``tryClaim()``) ready, as a
+    /// normal completion. Any thread; call it without holding locks.
+    @inlinable
+    func wakeClaimed() {
+        coroutine.wakeClaimed(.completed)
+    }
+
+    @inlinable
     func matches(_ other: WaitTicket) -> Bool {
         coroutine === other.coroutine && epoch == other.epoch
     }
@@ -64,7 +86,7 @@ extension Coroutine {
     }
 
     /// Throws if a suspending operation must not proceed: cancelled, or a timeout scope expired.
-    @inline(__always)
+    @usableFromInline @inline(__always)
     func checkInterrupts() throws {
         if cancelledFlag.load(ordering: .sequentiallyConsistent) { throw CancellationError() }
         if hasExpiredTimeout { throw CoroutineError.timedOut }
@@ -85,9 +107,15 @@ extension Coroutine {
         guard epoch.compareExchange(expected: e, desired: e &+ 1, ordering: .sequentiallyConsistent).exchanged else {
             return false
         }
+        wakeClaimed(reason)
+        return true
+    }
+
+    /// Makes the coroutine ready after its suspension was claimed. Any thread.
+    @usableFromInline
+    func wakeClaimed(_ reason: WakeReason) {
         wakeReason = reason
         scheduler.makeReady(self)
-        return true
     }
 
     /// Claims the current suspension, if one is armed (cancellation, timeouts).
@@ -125,8 +153,29 @@ extension Coroutine {
             suspendForWake(kind)
             return
         }
+        try suspend(armed: ticket, kind, unregister: unregister)
+    }
+
+    /// Arms a suspension: the epoch becomes odd and the returned ticket may be published.
+    ///
+    /// The split form of ``wait(_:register:unregister:)`` for callers that publish the ticket
+    /// inside their own critical section (channels, `select`): call ``checkInterrupts()`` first,
+    /// then `arm()`, publish, and call ``suspend(armed:_:unregister:)`` after releasing the lock.
+    /// Must be called by the coroutine itself, on its scheduler's thread.
+    @inlinable @inline(__always)
+    func arm() -> WaitTicket {
+        WaitTicket(coroutine: self, epoch: epoch.add(1, ordering: .sequentiallyConsistent).newValue)
+    }
+
+    /// Suspends after `ticket` (from ``arm()``) was published, until a holder resumes it.
+    ///
+    /// Re-checks interrupts first, so a cancellation racing with the publication is never lost.
+    /// Returns normally on a `.completed` wake (even if cancelled meanwhile, SPEC §4.4); otherwise
+    /// calls `unregister` and throws `CancellationError` or `CoroutineError.timedOut`.
+    @usableFromInline
+    func suspend(armed ticket: WaitTicket, _ kind: WaitKind, unregister: (WaitTicket) -> Void) throws {
         if hasPendingInterrupt {
-            if disarm(armed) {
+            if disarm(ticket.epoch) {
                 unregister(ticket)
                 try checkInterrupts()
                 throw CancellationError()  // unreachable: one of the interrupts above holds

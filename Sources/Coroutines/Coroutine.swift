@@ -50,7 +50,7 @@ public final class Coroutine: @unchecked Sendable, Hashable, CustomStringConvert
 
     /// Even: not waiting. Odd: a suspension is armed; a waker claims it by moving it to the next
     /// even value (compare-and-swap), so exactly one of completion, cancellation and timeout wins.
-    let epoch = Atomic<UInt64>(0)
+    @usableFromInline let epoch = Atomic<UInt64>(0)
     let cancelledFlag = Atomic<Bool>(false)
     let statusValue = Atomic<UInt8>(CoroutineStatus.created.rawValue)
     let waitKindValue = Atomic<UInt8>(WaitKind.none.rawValue)
@@ -213,7 +213,7 @@ enum CoroutineStatus: UInt8 {
 /// What a suspended coroutine waits for (for `dumpAll()`).
 @usableFromInline
 enum WaitKind: UInt8 {
-    case none, delay, yield, promise, join, readable, writable, task, channel, other
+    case none, delay, yield, promise, join, readable, writable, task, channel, select, mutex, semaphore, waitGroup, other
 }
 
 /// Why a suspension ended.

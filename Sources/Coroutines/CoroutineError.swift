@@ -17,6 +17,9 @@ public enum CoroutineError: Error, Equatable, Sendable, CustomStringConvertible 
     case timedOut
     /// A coroutine tried to join itself, which would never return.
     case joinSelf
+    /// A coroutine called `CoroutineMutex.lock()` while it already held that mutex
+    /// (`CoroutineMutex` is not recursive; locking again would wait forever).
+    case recursiveLock
     /// No stack could be mapped for the coroutine; its body never ran.
     case stackUnavailable
     /// The poller refused the descriptor passed to `waitUntilReadable`/`waitUntilWritable`
@@ -32,6 +35,7 @@ public enum CoroutineError: Error, Equatable, Sendable, CustomStringConvertible 
         case .schedulerStopped: "the scheduler was stopped before the coroutine could run"
         case .timedOut: "the operation timed out"
         case .joinSelf: "a coroutine cannot join itself"
+        case .recursiveLock: "the coroutine already holds this CoroutineMutex, which is not recursive; unlock it first"
         case .stackUnavailable: "no stack could be allocated for the coroutine"
         case .pollFailed(let e): "the descriptor cannot be polled (errno \(e))"
         }

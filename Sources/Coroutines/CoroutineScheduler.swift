@@ -58,6 +58,11 @@ public final class CoroutineScheduler: @unchecked Sendable {
     @exclusivity(unchecked) var directBudget = 0
     /// Default-size stacks kept by this scheduler (taken and given back without a lock).
     @exclusivity(unchecked) var stackCache: [UnsafeMutablePointer<ccoro_stack_record>] = []
+    /// State of the scheduler's random generator (SplitMix64), used by `select`.
+    @exclusivity(unchecked) var randomState: UInt64 = {
+        var g = SystemRandomNumberGenerator()
+        return g.next()
+    }()
     /// The loop's own context (the thread's stack).
     let loopRecord: UnsafeMutablePointer<ccoro_stack_record>
     @exclusivity(unchecked) private var stopHandled = false

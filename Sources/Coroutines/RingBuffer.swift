@@ -1,22 +1,23 @@
 import Synchronization
-/// A growable FIFO ring buffer, used for scheduler run queues.
+/// A growable FIFO ring buffer, used for scheduler job queues and channel buffers.
 ///
 /// Not thread-safe: each instance is confined to one scheduler thread or guarded by a lock.
 /// - Complexity: amortised O(1) `append` and `popFirst`.
+@usableFromInline
 struct RingBuffer<Element> {
-    private var storage: [Element?]
-    private var head = 0
-    private(set) var count = 0
+    @usableFromInline var storage: [Element?]
+    @usableFromInline var head = 0
+    @usableFromInline private(set) var count = 0
 
-    init(capacity: Int = 16) {
+    @inlinable init(capacity: Int = 16) {
         storage = Array(repeating: nil, count: Swift.max(capacity, 2))
     }
 
-    var isEmpty: Bool { count == 0 }
+    @inlinable var isEmpty: Bool { count == 0 }
 
-    var first: Element? { count == 0 ? nil : storage[head] }
+    @inlinable var first: Element? { count == 0 ? nil : storage[head] }
 
-    mutating func append(_ element: Element) {
+    @inlinable mutating func append(_ element: Element) {
         if count == storage.count { grow() }
         var tail = head + count
         if tail >= storage.count { tail -= storage.count }
@@ -24,7 +25,7 @@ struct RingBuffer<Element> {
         count += 1
     }
 
-    mutating func popFirst() -> Element? {
+    @inlinable mutating func popFirst() -> Element? {
         guard count > 0 else { return nil }
         let e = storage[head].take()
         head += 1
@@ -33,7 +34,7 @@ struct RingBuffer<Element> {
         return e
     }
 
-    private mutating func grow() {
+    @usableFromInline mutating func grow() {
         var new: [Element?] = Array(repeating: nil, count: storage.count * 2)
         for i in 0..<count {
             var j = head + i

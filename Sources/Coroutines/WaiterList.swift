@@ -25,6 +25,22 @@ struct WaiterList<Element> {
         return nil
     }
 
+    /// Removes and returns the first element.
+    @inlinable mutating func popFirst() -> Element? {
+        guard let f = first else { return nil }
+        first = rest.isEmpty ? nil : rest.removeFirst()
+        return f
+    }
+
+    /// Removes and returns the first ticket that can still be claimed (``WaitTicket/tryClaim()``),
+    /// dropping stale ones (cancelled or timed-out waiters) on the way.
+    @inlinable mutating func popClaimed() -> Element? where Element == WaitTicket {
+        while let t = popFirst() {
+            if t.tryClaim() { return t }
+        }
+        return nil
+    }
+
     /// Calls `body` on every element in FIFO order.
     @inlinable func forEach(_ body: (Element) -> Void) {
         guard let first else { return }

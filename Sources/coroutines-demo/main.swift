@@ -51,6 +51,46 @@ try Coroutine.runBlocking {
     print("main")
 }
 
+// MARK: §12.3 The Go channel example
+
+heading("3. Go channel example: a rendezvous channel between two coroutines")
+try Coroutine.runBlocking {
+    let channel = Channel<String>()          // unbuffered, as Go's make(chan string)
+    Coroutine.launch(name: "producer") {
+        try Coroutine.delay(.milliseconds(200))   // 1 s in the original
+        print("data arrived")
+        try channel.send(" has arrived!")
+    }
+    print("waiting: blocked")
+    let text = try channel.receive()         // suspends until the producer sends
+    print("test data" + text)
+}
+
+heading("3b. concurrent prime sieve: a filter coroutine per prime, the first 25 primes")
+try Coroutine.runBlocking {
+    // Go's classic sieve: a generator feeds 2, 3, 4, …; each prime gets a filter coroutine
+    // that passes on the numbers it does not divide.
+    var source = Coroutine.produce { (out: Channel<Int>) in
+        var n = 2
+        while true {
+            try out.send(n)
+            n += 1
+        }
+    }
+    var primes: [Int] = []
+    for _ in 0..<25 {
+        let prime = try source.receive()
+        primes.append(prime)
+        let input = source
+        source = Coroutine.produce { out in
+            defer { input.close() }          // when this filter ends, the one before it ends too
+            for n in input where n % prime != 0 { try out.send(n) }
+        }
+    }
+    print(primes.map(String.init).joined(separator: " "))
+    source.close()   // the last filter's send throws ChannelError.closed: the chain unwinds
+}
+
 // MARK: §12.4 ucontext-style ping-pong
 
 heading("4. ping-pong: main → coroutine → main")

@@ -164,6 +164,13 @@ void ccoro_thread_stack_bounds(void **base, size_t *size);
 void ccoro_tsan_acquire(void *addr);
 void ccoro_tsan_release(void *addr);
 
+// MARK: - Futex (the channel lock's slow path)
+
+/// Sleeps while `*addr == expected` (Linux futex, Darwin __ulock). May return spuriously.
+void ccoro_futex_wait(uint32_t *addr, uint32_t expected);
+/// Wakes one thread sleeping in `ccoro_futex_wait` on `addr`.
+void ccoro_futex_wake_one(uint32_t *addr);
+
 // MARK: - Misc
 
 /// Current thread's kernel id (gettid) or a stable per-thread number.

@@ -1,0 +1,123 @@
+/// The state of one channel and its transitions, as a pure struct (SPEC §6; Go runtime
+/// `chan.go`). ``ChannelStorage`` owns the lock around it and wakes coroutines after unlocking.
+///
+/// ## Invariants (checked in debug builds)
+/// - `buffer.count <= capacity`.
+/// - Receivers wait only while the buffer is empty: `!receivers.isEmpty` implies `buffer.isEmpty`.
+/// - Senders wait only while the buffer is full: `!senders.isEmpty` implies
+///   `buffer.count == capacity`.
+/// - At least one of `senders` and `receivers` is empty, except while one `select` waits with a
+///   send case and a receive case on the same channel (it cannot pair with itself), or while
+///   a queue holds waiters that were already claimed elsewhere (stale; they are skipped).
+/// - Once `isClosed`, no waiter is queued and no value is ever added to the buffer.
+///
+/// Every transition that hands a value to or takes one from a waiter first claims the waiter's
+/// ticket (`tryClaim`): a waiter that was cancelled, timed out, or whose `select` already won
+/// elsewhere fails the claim and is dropped, so a value is never given to, or taken from, a wait
+/// that has ended (SPEC §4.4, §6.5).
+@usableFromInline
+struct ChannelStateMachine<Element> {
+    @usableFromInline var buffer: RingBuffer<Element>
+    @usableFromInline let capacity: Int
+    @usableFromInline var senders = ChannelWaitQueue()
+    @usableFromInline var receivers = ChannelWaitQueue()
+    @usableFromInline var isClosed = false
+    @usableFromInline var closeError: (any Error)?
+
+    @inlinable
+    init(capacity: Int) {
+        self.capacity = capacity
+        buffer = RingBuffer(capacity: Swift.min(capacity, 16))
+    }
+
+    /// What a send did.
+    @usableFromInline
+    enum SendAction {
+        /// Handed to a waiting receiver, whose ticket was claimed: wake it after unlocking.
+        case delivered(WaitTicket)
+        /// Stored in the buffer.
+        case buffered
+        /// The channel is closed: the value was not taken.
+        case closed
+        /// No room and no waiting receiver: the value was not taken.
+        case full
+    }
+
+    /// What a receive did.
+    @usableFromInline
+    enum ReceiveAction {
+        /// A value; if a blocked sender was claimed (its value moved), wake it after unlocking.
+        case value(Element, wake: WaitTicket?)
+        /// Closed and drained.
+        case closed
+        /// Nothing to receive now.
+        case empty
+    }
+
+    /// Offers `value`: to the first receiver still waiting, else to the buffer.
+    @inlinable
+    mutating func send(_ value: Element) -> SendAction {
+        if isClosed { return .closed }
+        while let r = receivers.popFirst() {
+            guard r.ticket.tryClaim() else { continue }
+            r.element.assumingMemoryBound(to: Element?.self).pointee = value
+            r.outcome.pointee.caseIndex = r.caseIndex
+            return .delivered(r.ticket)
+        }
+        if buffer.count < capacity {
+            buffer.append(value)
+            return .buffered
+        }
+        return .full
+    }
+
+    /// Takes the oldest value: from the buffer (refilled from the first blocked sender), else
+    /// directly from the first blocked sender.
+    @inlinable
+    mutating func receive() -> ReceiveAction {
+        if let v = buffer.popFirst() {
+            while let s = senders.popFirst() {
+                guard s.ticket.tryClaim() else { continue }
+                buffer.append(s.element.assumingMemoryBound(to: Element.self).pointee)
+                s.outcome.pointee.caseIndex = s.caseIndex
+                return .value(v, wake: s.ticket)
+            }
+            return .value(v, wake: nil)
+        }
+        while let s = senders.popFirst() {
+            guard s.ticket.tryClaim() else { continue }
+            let v = s.element.assumingMemoryBound(to: Element.self).pointee
+            s.outcome.pointee.caseIndex = s.caseIndex
+            return .value(v, wake: s.ticket)
+        }
+        return isClosed ? .closed : .empty
+    }
+
+    /// Closes the channel. Claims every waiter and marks its outcome closed.
+    /// - Returns: The tickets to wake after unlocking, or nil if it was already closed.
+    @inlinable
+    mutating func close(error: (any Error)?) -> [WaitTicket]? {
+        if isClosed { return nil }
+        isClosed = true
+        closeError = error
+        var woken: [WaitTicket] = []
+        for w in receivers.removeAll() + senders.removeAll() where w.ticket.tryClaim() {
+            w.outcome.pointee.closed = true
+            w.outcome.pointee.caseIndex = w.caseIndex
+            woken.append(w.ticket)
+        }
+        assertInvariants()
+        return woken
+    }
+
+    /// The error receivers get once the channel is closed and drained.
+    @inlinable
+    var receiveError: any Error { closeError ?? ChannelError.closed }
+
+    @inlinable
+    func assertInvariants() {
+        assert(buffer.count <= capacity, "internal inconsistency: channel buffer over capacity")
+        assert(!isClosed || (senders.isEmpty && receivers.isEmpty),
+               "internal inconsistency: waiters queued on a closed channel")
+    }
+}

@@ -1,0 +1,192 @@
+/// The lock of a channel, separate from its element type so that `select` can lock channels of
+/// different element types in address order (Go runtime `select.go`, `sellock`).
+@usableFromInline
+class ChannelCore: @unchecked Sendable {
+    @usableFromInline let lock = FutexLock()
+
+    @inlinable init() {}
+}
+
+/// Owns a channel's lock and state machine, performs its actions, and wakes coroutines after
+/// releasing the lock (Go runtime `chan.go`: `chansend`, `chanrecv`, `closechan`).
+///
+/// - Thread-safety: `state` is guarded by `lock`. Coroutines are only ever made ready after the
+///   lock is released, and never resumed inside the caller (SPEC §4.3).
+@usableFromInline
+final class ChannelStorage<Element>: ChannelCore, @unchecked Sendable {
+    /// Guarded by `lock`.
+    @usableFromInline @exclusivity(unchecked) var state: ChannelStateMachine<Element>
+    /// Immutable copy of `state.capacity`, readable without the lock.
+    @usableFromInline let capacity: Int
+
+    @inlinable
+    init(capacity: Int) {
+        state = ChannelStateMachine(capacity: capacity)
+        self.capacity = capacity
+    }
+
+    // MARK: Suspending operations
+
+    /// Sends `value`, suspending the current coroutine while there is no room.
+    @inlinable
+    func send(_ value: Element) throws {
+        let c = try Coroutine.requireCurrent()
+        try c.checkInterrupts()
+        lock.lock()
+        switch state.send(value) {
+        case .delivered(let receiver):
+            lock.unlock()
+            receiver.wakeClaimed()
+        case .buffered:
+            lock.unlock()
+        case .closed:
+            lock.unlock()
+            throw ChannelError.closed
+        case .full:
+            try sendWaiting(value, c)   // called with the lock held; returns without it
+        }
+    }
+
+    /// Queues the current coroutine as a sender and suspends. Called with the lock held.
+    @inlinable
+    func sendWaiting(_ value: Element, _ c: Coroutine) throws {
+        var value = value
+        var outcome = WaitOutcome()
+        try withUnsafeMutablePointer(to: &value) { element in
+            try withUnsafeMutablePointer(to: &outcome) { outcome in
+                let ticket = c.arm()
+                state.senders.append(ChannelWaiter(ticket: ticket, element: UnsafeMutableRawPointer(element),
+                                                   outcome: outcome, caseIndex: 0))
+                lock.unlock()
+                try c.suspend(armed: ticket, .channel, unregister: withdrawSender)
+            }
+        }
+        if outcome.closed { throw ChannelError.closed }
+    }
+
+    /// Receives the oldest value, suspending the current coroutine while there is none.
+    @inlinable
+    func receive() throws -> Element {
+        let c = try Coroutine.requireCurrent()
+        try c.checkInterrupts()
+        lock.lock()
+        switch state.receive() {
+        case .value(let v, let sender):
+            lock.unlock()
+            sender?.wakeClaimed()
+            return v
+        case .closed:
+            let error = state.receiveError
+            lock.unlock()
+            throw error
+        case .empty:
+            return try receiveWaiting(c)   // called with the lock held; returns without it
+        }
+    }
+
+    /// Queues the current coroutine as a receiver and suspends. Called with the lock held.
+    @inlinable
+    func receiveWaiting(_ c: Coroutine) throws -> Element {
+        var slot: Element? = nil
+        var outcome = WaitOutcome()
+        try withUnsafeMutablePointer(to: &slot) { slot in
+            try withUnsafeMutablePointer(to: &outcome) { outcome in
+                let ticket = c.arm()
+                state.receivers.append(ChannelWaiter(ticket: ticket, element: UnsafeMutableRawPointer(slot),
+                                                     outcome: outcome, caseIndex: 0))
+                lock.unlock()
+                try c.suspend(armed: ticket, .channel, unregister: withdrawReceiver)
+            }
+        }
+        if let slot { return slot }
+        precondition(outcome.closed, "internal inconsistency: a channel receiver was woken without a value")
+        throw closedReceiveError
+    }
+
+    // MARK: Non-suspending operations (any thread)
+
+    @inlinable
+    func trySend(_ value: Element) throws -> Bool {
+        lock.lock()
+        switch state.send(value) {
+        case .delivered(let receiver):
+            lock.unlock()
+            receiver.wakeClaimed()
+            return true
+        case .buffered:
+            lock.unlock()
+            return true
+        case .closed:
+            lock.unlock()
+            throw ChannelError.closed
+        case .full:
+            lock.unlock()
+            return false
+        }
+    }
+
+    @inlinable
+    func tryReceive() throws -> Element? {
+        lock.lock()
+        switch state.receive() {
+        case .value(let v, let sender):
+            lock.unlock()
+            sender?.wakeClaimed()
+            return v
+        case .closed:
+            let error = state.receiveError
+            lock.unlock()
+            throw error
+        case .empty:
+            lock.unlock()
+            return nil
+        }
+    }
+
+    @usableFromInline
+    func close(error: (any Error)?) -> Bool {
+        lock.lock()
+        let woken = state.close(error: error)
+        lock.unlock()
+        guard let woken else { return false }
+        for t in woken { t.wakeClaimed() }
+        return true
+    }
+
+    @usableFromInline
+    var isClosed: Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        return state.isClosed
+    }
+
+    @usableFromInline
+    var count: Int {
+        lock.lock()
+        defer { lock.unlock() }
+        return state.buffer.count
+    }
+
+    @usableFromInline
+    var closedReceiveError: any Error {
+        lock.lock()
+        defer { lock.unlock() }
+        return state.receiveError
+    }
+
+    // MARK: Withdrawal (cancellation, timeouts, losing select cases)
+
+    @usableFromInline
+    func withdrawSender(_ ticket: WaitTicket) {
+        lock.lock()
+        state.senders.remove(ticket)
+        lock.unlock()
+    }
+
+    @usableFromInline
+    func withdrawReceiver(_ ticket: WaitTicket) {
+        lock.lock()
+        state.receivers.remove(ticket)
+        lock.unlock()
+    }
+}

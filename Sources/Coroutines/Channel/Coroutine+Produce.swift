@@ -1,0 +1,48 @@
+extension Coroutine {
+    /// Launches a producer coroutine that feeds a new channel, and returns the channel
+    /// (Kotlin's `produce`).
+    ///
+    /// The channel is closed when `body` returns; if `body` throws, it is closed with that error
+    /// (receivers get it after draining). If the consumer closes the channel, the producer's
+    /// next send throws ``ChannelError/closed`` and the producer ends quietly: no
+    /// unobserved-error report. If the producer never runs (cancelled before it started, or its
+    /// scheduler stopped), the channel is closed with that error.
+    ///
+    /// ```swift
+    /// let squares = Coroutine.produce { out in for i in 1...5 { try out.send(i * i) } }
+    /// for s in squares { print(s) }
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - scheduler: Where the producer runs (as for ``launch(on:name:stackSize:_:)``).
+    ///   - capacity: The channel's capacity.
+    ///   - body: The producer; it sends into the channel it is given.
+    /// - Returns: The channel the producer feeds.
+    /// - Suspends: no (the producer runs later). Thread-safe. Complexity: O(1).
+    public static func produce<T: Sendable>(on scheduler: CoroutineScheduler? = nil,
+                                            capacity: Channel<T>.Capacity = 0,
+                                            _ body: @escaping @Sendable (Channel<T>) throws -> Void) -> Channel<T> {
+        let channel = Channel<T>(capacity: capacity)
+        let producer = Coroutine(scheduler: scheduler ?? CoroutineScheduler.defaultForLaunch(), name: "produce",
+                                 stackSize: nil, reportsUnobservedErrors: false,
+                                 unstartedObserver: ProducerChannel(channel),
+                                 body: {
+                                     do {
+                                         try body(channel)
+                                         channel.close()
+                                     } catch {
+                                         // Already closed by the consumer: the producer just ends.
+                                         channel.close(throwing: error)
+                                     }
+                                 })
+        producer.start(parent: Coroutine.current)
+        return channel
+    }
+}
+
+/// Closes a producer's channel with the error of a producer that never ran.
+final class ProducerChannel<T: Sendable>: UnstartedObserver {
+    let channel: Channel<T>
+    init(_ channel: Channel<T>) { self.channel = channel }
+    func coroutineNeverRan(_ error: any Error) { channel.close(throwing: error) }
+}
