@@ -132,6 +132,7 @@ extension Coroutine {
 }
 
 /// Converts a duration to an absolute monotonic deadline in nanoseconds (saturating).
+@usableFromInline
 func deadlineNanoseconds(after duration: Duration) -> UInt64 {
     let (seconds, attoseconds) = duration.components
     let now = ccoro_now_ns()

@@ -9,13 +9,35 @@ extension CoroutineScheduler {
         return z ^ (z >> 31)
     }
 
-    /// Shuffles `order` uniformly (Fisher–Yates) with the scheduler's generator.
-    func shuffle(_ order: inout [Int]) {
-        var i = order.count - 1
-        while i > 0 {
+    /// Writes a uniformly random permutation of `0..<count` into `order` (Fisher–Yates,
+    /// "inside-out" form) with the scheduler's generator.
+    @usableFromInline
+    func randomPermutation(_ order: UnsafeMutableBufferPointer<Int>, count: Int) {
+        for i in 0..<count {
             let j = Int(nextRandom() % UInt64(i + 1))
-            order.swapAt(i, j)
-            i -= 1
+            if j != i { order[i] = order[j] }
+            order[j] = i
         }
+    }
+}
+
+extension CoroutineScheduler {
+    /// Arms the timeout of a waiting `select`: when it fires, it claims the select's ticket and
+    /// records `index` as the winning case. Confined to the scheduler's thread.
+    @usableFromInline
+    func scheduleSelectTimeout(deadline: UInt64, _ ticket: WaitTicket,
+                               _ outcome: UnsafeMutablePointer<WaitOutcome>, index: Int) -> AnyObject {
+        timers.schedule(deadline: deadline) {
+            guard ticket.tryClaim() else { return }
+            outcome.pointee.caseIndex = index
+            ticket.wakeClaimed()
+        }
+    }
+
+    /// Releases a select timeout armed by ``scheduleSelectTimeout(deadline:_:_:index:)``
+    /// (nothing happens if it already fired).
+    @usableFromInline
+    func cancelSelectTimeout(_ timer: AnyObject) {
+        if let node = timer as? TimerNode { timers.remove(node) }
     }
 }

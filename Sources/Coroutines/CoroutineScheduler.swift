@@ -243,6 +243,7 @@ public final class CoroutineScheduler: @unchecked Sendable {
     func makeReady(_ c: Coroutine) {
         if isOnOwnThread {
             c.status = .ready
+            if let r = c.record { ccoro_prefetch_context(&r.pointee.context) }
             runQueue.append(c)
         } else {
             let accepted = post(.coroutine(c))

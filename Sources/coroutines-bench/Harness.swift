@@ -20,7 +20,8 @@ struct Workload {
 struct Benchmark {
     let name: String
     let ours: Workload
-    let peer: Workload?
+    /// The Swift-concurrency peers (the ratio is taken against the best of them).
+    let peers: [Workload]
     /// true: smaller is better (time); false: larger is better (throughput).
     var smallerIsBetter = true
 }

@@ -10,27 +10,46 @@ emit("WARNING: coroutines-bench was built in debug mode; figures are meaningless
 let benchmarks: [Benchmark] = [
     Benchmark(name: "switch",
               ours: Workload(name: "switch (asm ccoro_switch)", unit: "ns/switch", runs: 9) { rawSwitch(iterations: 5_000_000) },
-              peer: Workload(name: "swift: task ping-pong", unit: "ns/switch", runs: 9) { try continuationPingPong(iterations: 200_000) }),
+              peers: [Workload(name: "swift: task ping-pong", unit: "ns/switch", runs: 9) { try continuationPingPong(iterations: 200_000) }]),
     Benchmark(name: "yield",
               ours: Workload(name: "yield (Coroutine.yield)", unit: "ns/switch", runs: 9) { try coroutineYield(iterations: 1_000_000) },
-              peer: Workload(name: "swift: Task.yield", unit: "ns/switch", runs: 9) { try taskYield(iterations: 200_000) }),
+              peers: [Workload(name: "swift: Task.yield", unit: "ns/switch", runs: 9) { try taskYield(iterations: 200_000) }]),
     Benchmark(name: "spawn",
               ours: Workload(name: "spawn (launch 100k)", unit: "ns/coroutine", runs: 9) { try coroutineSpawn(count: 100_000) },
-              peer: Workload(name: "swift: withDiscardingTaskGroup", unit: "ns/task", runs: 9) { try taskSpawn(count: 100_000) }),
+              peers: [Workload(name: "swift: withDiscardingTaskGroup", unit: "ns/task", runs: 9) { try taskSpawn(count: 100_000) }]),
     Benchmark(name: "skynet",
               ours: Workload(name: "skynet (1M leaves)", unit: "ms", runs: 5) { try coroutineSkynet() },
-              peer: Workload(name: "swift: TaskGroup", unit: "ms", runs: 3) { try taskSkynet() }),
+              peers: [Workload(name: "swift: TaskGroup", unit: "ms", runs: 3) { try taskSkynet() }]),
     Benchmark(name: "promise",
               ours: Workload(name: "promise (fulfil → resume)", unit: "ns/op", runs: 9) { try coroutinePromise(iterations: 200_000) },
-              peer: Workload(name: "swift: UnsafeContinuation", unit: "ns/op", runs: 9) { try continuationPromise(iterations: 200_000) }),
+              peers: [Workload(name: "swift: UnsafeContinuation", unit: "ns/op", runs: 9) { try continuationPromise(iterations: 200_000) }]),
     // Memory is measured in a fresh child process per run, so stacks pooled by earlier runs
     // cannot hide the cost.
     Benchmark(name: "parked",
               ours: Workload(name: "parked (100k)", unit: "bytes/coroutine", runs: 3) { try parkedInChild("coroutines", 100_000) },
-              peer: Workload(name: "swift: tasks (100k)", unit: "bytes/task", runs: 3) { try parkedInChild("tasks", 100_000) }),
+              peers: [Workload(name: "swift: tasks (100k)", unit: "bytes/task", runs: 3) { try parkedInChild("tasks", 100_000) }]),
+    Benchmark(name: "pingpong",
+              ours: Workload(name: "pingpong (one scheduler)", unit: "ns/round trip", runs: 9) { try coroutinePingPong(iterations: 500_000, threads: false) },
+              peers: [Workload(name: "swift: UnsafeContinuation chan", unit: "ns/round trip", runs: 9) { try peerPingPong(UnsafeKind.self, iterations: 200_000) },
+                      Workload(name: "swift: CheckedContinuation chan", unit: "ns/round trip", runs: 9) { try peerPingPong(CheckedKind.self, iterations: 200_000) }]),
+    Benchmark(name: "pingpong-threads",
+              ours: Workload(name: "pingpong (two schedulers)", unit: "ns/round trip", runs: 9) { try coroutinePingPong(iterations: 200_000, threads: true) },
+              peers: [Workload(name: "swift: UnsafeContinuation chan", unit: "ns/round trip", runs: 9) { try peerPingPong(UnsafeKind.self, iterations: 200_000) },
+                      Workload(name: "swift: CheckedContinuation chan", unit: "ns/round trip", runs: 9) { try peerPingPong(CheckedKind.self, iterations: 200_000) }]),
+    Benchmark(name: "buffered",
+              ours: Workload(name: "buffered (capacity 64)", unit: "ns/message", runs: 9) { try coroutineBuffered(messages: 2_000_000) },
+              peers: [Workload(name: "swift: UnsafeContinuation chan", unit: "ns/message", runs: 9) { try peerBuffered(UnsafeKind.self, messages: 1_000_000) },
+                      Workload(name: "swift: CheckedContinuation chan", unit: "ns/message", runs: 9) { try peerBuffered(CheckedKind.self, messages: 1_000_000) }]),
+    Benchmark(name: "select",
+              ours: Workload(name: "select (2-way receive)", unit: "ns/op", runs: 9) { try coroutineSelect(operations: 500_000) },
+              peers: []),
+    Benchmark(name: "sieve",
+              ours: Workload(name: "sieve (2,000 primes)", unit: "ms", runs: 5) { try coroutineSieve(primes: 2_000) },
+              peers: [Workload(name: "swift: UnsafeContinuation chan", unit: "ms", runs: 3) { try peerSieve(UnsafeKind.self, primes: 2_000) },
+                      Workload(name: "swift: CheckedContinuation chan", unit: "ms", runs: 3) { try peerSieve(CheckedKind.self, primes: 2_000) }]),
     Benchmark(name: "parked-1m",
               ours: Workload(name: "parked (1M)", unit: "bytes/coroutine", runs: 1) { try parkedInChild("coroutines", 1_000_000) },
-              peer: Workload(name: "swift: tasks (1M)", unit: "bytes/task", runs: 1) { try parkedInChild("tasks", 1_000_000) }),
+              peers: [Workload(name: "swift: tasks (1M)", unit: "bytes/task", runs: 1) { try parkedInChild("tasks", 1_000_000) }]),
 ]
 
 if CommandLine.arguments.count == 4, CommandLine.arguments[1] == "--parked-child" {
@@ -48,10 +67,16 @@ if selected.isEmpty {
 for b in selected {
     let ours = try measure(b.ours)
     report(b.ours.name, ours, b.ours.unit)
-    if let peer = b.peer, getenv("COROUTINES_BENCH_NO_PEER") == nil {
+    guard getenv("COROUTINES_BENCH_NO_PEER") == nil else { continue }
+    var best: Summary?
+    for peer in b.peers {
         let theirs = try measure(peer)
         report(peer.name, theirs, peer.unit)
-        let ratio = b.smallerIsBetter ? theirs.median / ours.median : ours.median / theirs.median
-        emit("\(pad("  ratio", 28)) \(format(ratio))× in favour of coroutines" + (ratio < 1 ? " (slower)" : ""))
+        if best == nil || theirs.median < best!.median { best = theirs }
+    }
+    if let best {
+        let ratio = b.smallerIsBetter ? best.median / ours.median : ours.median / best.median
+        let against = b.peers.count > 1 ? " (against the best peer)" : ""
+        emit("\(pad("  ratio", 28)) \(format(ratio))× in favour of coroutines" + against + (ratio < 1 ? " (slower)" : ""))
     }
 }

@@ -39,53 +39,36 @@ struct ChannelWaiter {
 /// A FIFO queue of channel waiters with removal of a withdrawn waiter.
 ///
 /// Not thread-safe: guarded by its channel's lock.
-/// - Complexity: amortised O(1) `append` and `popFirst`; O(n) `remove(_:)`.
+/// - Complexity: amortised O(1) `append` and `popFirst` (which moves the waiter out, without
+///   reference counting); O(n) `remove(_:)`.
 @usableFromInline
 struct ChannelWaitQueue {
-    @usableFromInline var items: [ChannelWaiter] = []
-    @usableFromInline var head = 0
+    @usableFromInline var items = RingBuffer<ChannelWaiter>(capacity: 0)
 
     @inlinable init() {}
 
-    @inlinable var isEmpty: Bool { head == items.count }
+    @inlinable var isEmpty: Bool { items.isEmpty }
 
-    @inlinable var count: Int { items.count - head }
+    @inlinable var count: Int { items.count }
 
     @inlinable mutating func append(_ waiter: ChannelWaiter) {
         items.append(waiter)
     }
 
     @inlinable mutating func popFirst() -> ChannelWaiter? {
-        guard head < items.count else { return nil }
-        let w = items[head]
-        head += 1
-        if head == items.count {
-            items.removeAll(keepingCapacity: true)
-            head = 0
-        } else if head >= 64 && head * 2 >= items.count {
-            items.removeFirst(head)
-            head = 0
-        }
-        return w
+        items.popFirst()
     }
 
     /// Removes the waiter published with `ticket`, if it is still queued.
     @inlinable mutating func remove(_ ticket: WaitTicket) {
-        var i = head
-        while i < items.count {
-            if items[i].ticket.matches(ticket) {
-                items.remove(at: i)
-                return
-            }
-            i += 1
-        }
+        _ = items.remove { $0.ticket.matches(ticket) }
     }
 
     /// Removes every waiter and returns them in FIFO order.
-    @inlinable mutating func removeAll() -> ArraySlice<ChannelWaiter> {
-        let all = items[head...]
-        items = []
-        head = 0
+    @inlinable mutating func removeAll() -> [ChannelWaiter] {
+        var all: [ChannelWaiter] = []
+        all.reserveCapacity(items.count)
+        while let w = items.popFirst() { all.append(w) }
         return all
     }
 }

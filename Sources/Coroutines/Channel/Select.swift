@@ -32,6 +32,7 @@ import CCoroutines
 /// The algorithm is Go's (runtime `select.go`, `selectgo`): lock every channel in address
 /// order, poll the cases in a random order, and if none is ready publish a waiter on every
 /// channel with one shared claim, so that exactly one case can win.
+@inlinable
 public func select<Outcome>(_ build: (inout Select<Outcome>) throws -> Void) throws -> Outcome {
     let c = try Coroutine.requireCurrent()
     var s = Select<Outcome>()
@@ -43,12 +44,12 @@ public func select<Outcome>(_ build: (inout Select<Outcome>) throws -> Void) thr
 ///
 /// Not copyable: it exists only for the duration of the `select` call.
 public struct Select<Outcome>: ~Copyable {
-    var cases: [SelectCase<Outcome>] = []
-    var otherwiseBody: (() throws -> Outcome)?
-    var timeoutDeadline = UInt64.max
-    var timeoutBody: (() throws -> Outcome)?
+    @usableFromInline var cases: [SelectCase<Outcome>] = []
+    @usableFromInline var otherwiseBody: (() throws -> Outcome)?
+    @usableFromInline var timeoutDeadline = UInt64.max
+    @usableFromInline var timeoutBody: (() throws -> Outcome)?
 
-    init() {}
+    @inlinable init() {}
 
     /// Adds a case that receives from `channel`.
     ///
@@ -56,6 +57,7 @@ public struct Select<Outcome>: ~Copyable {
     ///   - channel: The channel to receive from. It may appear in several cases.
     ///   - body: Runs with the received value, or nil if the channel is closed and drained.
     /// - Complexity: O(1).
+    @inlinable
     public mutating func receive<Element>(from channel: Channel<Element>,
                                           _ body: @escaping (Element?) throws -> Outcome) {
         cases.append(ReceiveCase(channel.storage, body))
@@ -70,6 +72,7 @@ public struct Select<Outcome>: ~Copyable {
     ///   - channel: The channel to send to.
     ///   - body: Runs after the value was taken or buffered.
     /// - Complexity: O(1).
+    @inlinable
     public mutating func send<Element>(_ value: Element, to channel: Channel<Element>,
                                        _ body: @escaping () throws -> Outcome) {
         cases.append(SendCase(value, channel.storage, body))
@@ -80,6 +83,7 @@ public struct Select<Outcome>: ~Copyable {
     /// A duration ≤ 0 is ready at once (and takes part in the random choice among ready cases).
     /// With several timeouts, the earliest wins. The timer is released when another case wins.
     /// - Complexity: O(1); the wait arms one timer (O(log n) in the scheduler's timers).
+    @inlinable
     public mutating func timeout(after duration: Duration, _ body: @escaping () throws -> Outcome) {
         let deadline = deadlineNanoseconds(after: duration)
         if timeoutBody == nil || deadline < timeoutDeadline {
@@ -91,6 +95,7 @@ public struct Select<Outcome>: ~Copyable {
     /// Adds the non-blocking alternative: runs if no case is ready at the instant of the call.
     ///
     /// A second `otherwise` in one select is a precondition failure.
+    @inlinable
     public mutating func otherwise(_ body: @escaping () throws -> Outcome) {
         precondition(otherwiseBody == nil, "select: a second `otherwise` case; a select takes at most one")
         otherwiseBody = body
