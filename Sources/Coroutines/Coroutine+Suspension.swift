@@ -38,8 +38,8 @@ struct WaitTicket: Sendable {
     /// Makes a coroutine whose suspension this ticket claimed (``tryClaim()``) ready, as a
     /// normal completion. Any thread; call it without holding locks.
     @inlinable
-    func wakeClaimed() {
-        coroutine.wakeClaimed(.completed)
+    consuming func wakeClaimed() {
+        Coroutine.wake(coroutine, .completed)
     }
 
     @inlinable
@@ -118,6 +118,14 @@ extension Coroutine {
         scheduler.makeReady(self)
     }
 
+    /// ``wakeClaimed(_:)`` taking over the caller's reference (no extra retain for the run queue).
+    @usableFromInline
+    static func wake(_ c: __owned Coroutine, _ reason: WakeReason) {
+        c.wakeReason = reason
+        let s = c.scheduler
+        s.makeReady(c)
+    }
+
     /// Claims the current suspension, if one is armed (cancellation, timeouts).
     func interruptWait(_ reason: WakeReason) {
         let e = epoch.load(ordering: .sequentiallyConsistent)
@@ -164,7 +172,13 @@ extension Coroutine {
     /// Must be called by the coroutine itself, on its scheduler's thread.
     @inlinable @inline(__always)
     func arm() -> WaitTicket {
-        WaitTicket(coroutine: self, epoch: epoch.add(1, ordering: .sequentiallyConsistent).newValue)
+        WaitTicket(coroutine: self, epoch: armEpoch())
+    }
+
+    /// ``arm()`` returning only the armed epoch (the caller builds the one ticket it publishes).
+    @inlinable @inline(__always)
+    func armEpoch() -> UInt64 {
+        epoch.add(1, ordering: .sequentiallyConsistent).newValue
     }
 
     /// Suspends after `ticket` (from ``arm()``) was published, until a holder resumes it.
@@ -174,9 +188,15 @@ extension Coroutine {
     /// calls `unregister` and throws `CancellationError` or `CoroutineError.timedOut`.
     @usableFromInline
     func suspend(armed ticket: WaitTicket, _ kind: WaitKind, unregister: (WaitTicket) -> Void) throws {
+        try suspend(armedEpoch: ticket.epoch, kind, unregister: unregister)
+    }
+
+    /// ``suspend(armed:_:unregister:)`` for an epoch from ``armEpoch()``.
+    @usableFromInline
+    func suspend(armedEpoch armed: UInt64, _ kind: WaitKind, unregister: (WaitTicket) -> Void) throws {
         if hasPendingInterrupt {
-            if disarm(ticket.epoch) {
-                unregister(ticket)
+            if disarm(armed) {
+                unregister(WaitTicket(coroutine: self, epoch: armed))
                 try checkInterrupts()
                 throw CancellationError()  // unreachable: one of the interrupts above holds
             }
@@ -186,10 +206,10 @@ extension Coroutine {
         case .completed:
             return
         case .cancelled:
-            unregister(ticket)
+            unregister(WaitTicket(coroutine: self, epoch: armed))
             throw CancellationError()
         case .timedOut:
-            unregister(ticket)
+            unregister(WaitTicket(coroutine: self, epoch: armed))
             throw CoroutineError.timedOut
         }
     }

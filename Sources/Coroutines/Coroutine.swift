@@ -21,10 +21,30 @@ import Synchronization
 /// `launch` queues the coroutine; its stack is taken when it first runs and returned to a pool
 /// when it finishes. Cancelling a coroutine cancels the coroutines launched from inside it.
 public final class Coroutine: @unchecked Sendable, Hashable, CustomStringConvertible {
-    /// The name given at launch, used by `dumpAll()`, errors and the stack-overflow report.
-    public let name: String?
+    // The fields touched by every suspension and wake come first, so that they share the
+    // object's first cache line (a channel hand-off between thousands of coroutines misses the
+    // cache on each coroutine it wakes).
+
     /// The scheduler whose thread runs this coroutine for its whole life.
     public let scheduler: CoroutineScheduler
+    /// The stack and saved context while the coroutine owns a stack. Confined to the scheduler's
+    /// thread.
+    @exclusivity(unchecked) var record: UnsafeMutablePointer<ccoro_stack_record>?
+    /// Active `withTimeout` scopes, innermost last. Confined to the scheduler's thread.
+    @exclusivity(unchecked) var timeoutScopes: [TimeoutScope] = []
+    /// Even: not waiting. Odd: a suspension is armed; a waker claims it by moving it to the next
+    /// even value (compare-and-swap), so exactly one of completion, cancellation and timeout wins.
+    /// Any thread.
+    @usableFromInline let epoch = Atomic<UInt64>(0)
+    /// Why the last suspension ended. Written by the claimer before it enqueues the coroutine
+    /// (the enqueue orders it before the read after resumption).
+    @exclusivity(unchecked) var wakeReason = WakeReason.completed
+    let cancelledFlag = Atomic<Bool>(false)
+    let statusValue = Atomic<UInt8>(CoroutineStatus.created.rawValue)
+    let waitKindValue = Atomic<UInt8>(WaitKind.none.rawValue)
+
+    /// The name given at launch, used by `dumpAll()`, errors and the stack-overflow report.
+    public let name: String?
     /// Normalised stack size in bytes.
     let stackSize: Int
     /// Whether an error thrown by the body is reported to `unobservedErrorHandler` if nobody joins.
@@ -36,24 +56,8 @@ public final class Coroutine: @unchecked Sendable, Hashable, CustomStringConvert
 
     /// The body; released as soon as it returns (or if it never runs).
     @exclusivity(unchecked) var body: (() throws -> Void)?
-    /// The stack and saved context while the coroutine owns a stack.
-    @exclusivity(unchecked) var record: UnsafeMutablePointer<ccoro_stack_record>?
     /// NUL-terminated copy of `name` for the signal handler.
     @exclusivity(unchecked) var cName: UnsafeMutablePointer<CChar>?
-    /// Active `withTimeout` scopes, innermost last.
-    @exclusivity(unchecked) var timeoutScopes: [TimeoutScope] = []
-    /// Why the last suspension ended. Written by the claimer before it enqueues the coroutine
-    /// (the enqueue orders it before the read after resumption).
-    @exclusivity(unchecked) var wakeReason = WakeReason.completed
-
-    // MARK: Atomics (any thread)
-
-    /// Even: not waiting. Odd: a suspension is armed; a waker claims it by moving it to the next
-    /// even value (compare-and-swap), so exactly one of completion, cancellation and timeout wins.
-    @usableFromInline let epoch = Atomic<UInt64>(0)
-    let cancelledFlag = Atomic<Bool>(false)
-    let statusValue = Atomic<UInt8>(CoroutineStatus.created.rawValue)
-    let waitKindValue = Atomic<UInt8>(WaitKind.none.rawValue)
 
     // MARK: Guarded by `shared`
 

@@ -19,10 +19,13 @@ struct CoroutineQueue {
 
     var isEmpty: Bool { count == 0 }
 
+    /// The head, without removing it and without retaining it.
+    var firstUnretained: Unmanaged<Coroutine>? { count == 0 ? nil : buffer[head] }
+
     /// The head, without removing it.
     var first: Coroutine? { count == 0 ? nil : buffer[head].takeUnretainedValue() }
 
-    mutating func append(_ c: Coroutine) {
+    mutating func append(_ c: __owned Coroutine) {
         if count == mask + 1 { grow() }
         buffer[(head + count) & mask] = .passRetained(c)
         count += 1

@@ -42,15 +42,15 @@ extension CoroutineScheduler {
 
     /// The head of the run queue if it is a coroutine that can run at once.
     private func takeDirectSuccessor() -> Coroutine? {
-        guard let next = runQueue.first else { return nil }
-        if next.record == nil {
+        guard let head = runQueue.firstUnretained else { return nil }
+        let runnable = head._withUnsafeGuaranteedRef { next in
+            if next.record != nil { return true }
             // Only a stack from this scheduler's cache: mapping a fresh one runs deep code
             // (first-use metadata, slab set-up) that must not run on the suspending
             // coroutine's possibly small stack. The loop's own stack handles the rest.
-            if next.cancelledFlag.load(ordering: .relaxed) || !prepareStack(next, cachedOnly: true) { return nil }
+            return !next.cancelledFlag.load(ordering: .relaxed) && prepareStack(next, cachedOnly: true)
         }
-        _ = runQueue.popFirst()
-        return next
+        return runnable ? runQueue.popFirst() : nil
     }
 
     /// Aborts with the overflow report if a slab stack's canary was smashed.

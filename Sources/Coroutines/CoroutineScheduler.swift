@@ -240,7 +240,7 @@ public final class CoroutineScheduler: @unchecked Sendable {
 
     /// Makes a suspended coroutine ready. Any thread; on another thread it goes through the
     /// incoming queue and runs after the coroutine has finished switching out.
-    func makeReady(_ c: Coroutine) {
+    func makeReady(_ c: __owned Coroutine) {
         if isOnOwnThread {
             c.status = .ready
             if let r = c.record { ccoro_prefetch_context(&r.pointee.context) }

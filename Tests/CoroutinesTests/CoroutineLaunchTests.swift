@@ -1,3 +1,4 @@
+import CCoroutines
 import Foundation
 import Synchronization
 import Testing
@@ -67,16 +68,28 @@ struct CoroutineLaunchTests {
     @Test("delays end in deadline order, and a ready coroutine runs before any delay ends")
     func delayOrder() async throws {
         let log = Kit.Log<String>()
+        let deadlines = Kit.Log<(String, UInt64)>()
         try await Kit.run {
-            // The seed scenario of SPEC §12.1, scaled down (the gap between the two deadlines is
-            // wide enough that a preempted scheduler thread cannot swap them).
+            // The seed scenario of SPEC §12.1, scaled down. Each delayed coroutine records its
+            // deadline as it starts waiting: on a heavily loaded machine the scheduler thread
+            // can be preempted between the two, and then the deadlines themselves swap.
             Coroutine.launch { log.append("1") }
-            Coroutine.launch { try Coroutine.delay(.milliseconds(300)); log.append("2") }
-            Coroutine.launch { try Coroutine.delay(.milliseconds(150)); log.append("2-delay-1") }
+            Coroutine.launch {
+                deadlines.append(("2", ccoro_now_ns() + 300_000_000))
+                try Coroutine.delay(.milliseconds(300))
+                log.append("2")
+            }
+            Coroutine.launch {
+                deadlines.append(("2-delay-1", ccoro_now_ns() + 150_000_000))
+                try Coroutine.delay(.milliseconds(150))
+                log.append("2-delay-1")
+            }
             Coroutine.launch { log.append("3") }
             log.append("0")
         }
-        #expect(log.all == ["0", "1", "3", "2-delay-1", "2"])
+        let byDeadline = deadlines.all.sorted { $0.1 < $1.1 }.map(\.0)
+        #expect(log.all == ["0", "1", "3"] + byDeadline)
+        #expect(Set(byDeadline) == ["2", "2-delay-1"])
     }
 
     @Test("inside a coroutine, launch defaults to the coroutine's scheduler")

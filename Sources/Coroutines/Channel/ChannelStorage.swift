@@ -1,3 +1,5 @@
+import CCoroutines
+
 /// The lock of a channel, separate from its element type so that `select` can lock channels of
 /// different element types in address order (Go runtime `select.go`, `sellock`).
 @usableFromInline
@@ -30,7 +32,13 @@ final class ChannelStorage<Element>: ChannelCore, @unchecked Sendable {
     /// Sends `value`, suspending the current coroutine while there is no room.
     @inlinable
     func send(_ value: Element) throws {
-        let c = try Coroutine.requireCurrent()
+        guard let current = ccoro_tls_coroutine() else { throw CoroutineError.notInCoroutine }
+        // The running coroutine is alive while it runs: borrow it without reference counting.
+        try Unmanaged<Coroutine>.fromOpaque(current)._withUnsafeGuaranteedRef { try send(value, from: $0) }
+    }
+
+    @inlinable
+    func send(_ value: Element, from c: Coroutine) throws {
         try c.checkInterrupts()
         lock.lock()
         switch state.send(value) {
@@ -54,11 +62,12 @@ final class ChannelStorage<Element>: ChannelCore, @unchecked Sendable {
         var outcome = WaitOutcome()
         try withUnsafeMutablePointer(to: &value) { element in
             try withUnsafeMutablePointer(to: &outcome) { outcome in
-                let ticket = c.arm()
-                state.senders.append(ChannelWaiter(ticket: ticket, element: UnsafeMutableRawPointer(element),
+                let epoch = c.armEpoch()
+                state.senders.append(ChannelWaiter(ticket: WaitTicket(coroutine: c, epoch: epoch),
+                                                   element: UnsafeMutableRawPointer(element),
                                                    outcome: outcome, caseIndex: 0))
                 lock.unlock()
-                try c.suspend(armed: ticket, .channel, unregister: withdrawSender)
+                try c.suspend(armedEpoch: epoch, .channel, unregister: withdrawSender)
             }
         }
         if outcome.closed { throw ChannelError.closed }
@@ -67,7 +76,12 @@ final class ChannelStorage<Element>: ChannelCore, @unchecked Sendable {
     /// Receives the oldest value, suspending the current coroutine while there is none.
     @inlinable
     func receive() throws -> Element {
-        let c = try Coroutine.requireCurrent()
+        guard let current = ccoro_tls_coroutine() else { throw CoroutineError.notInCoroutine }
+        return try Unmanaged<Coroutine>.fromOpaque(current)._withUnsafeGuaranteedRef { try receive(from: $0) }
+    }
+
+    @inlinable
+    func receive(from c: Coroutine) throws -> Element {
         try c.checkInterrupts()
         lock.lock()
         switch state.receive() {
@@ -91,11 +105,12 @@ final class ChannelStorage<Element>: ChannelCore, @unchecked Sendable {
         var outcome = WaitOutcome()
         try withUnsafeMutablePointer(to: &slot) { slot in
             try withUnsafeMutablePointer(to: &outcome) { outcome in
-                let ticket = c.arm()
-                state.receivers.append(ChannelWaiter(ticket: ticket, element: UnsafeMutableRawPointer(slot),
+                let epoch = c.armEpoch()
+                state.receivers.append(ChannelWaiter(ticket: WaitTicket(coroutine: c, epoch: epoch),
+                                                     element: UnsafeMutableRawPointer(slot),
                                                      outcome: outcome, caseIndex: 0))
                 lock.unlock()
-                try c.suspend(armed: ticket, .channel, unregister: withdrawReceiver)
+                try c.suspend(armedEpoch: epoch, .channel, unregister: withdrawReceiver)
             }
         }
         if let slot { return slot }
