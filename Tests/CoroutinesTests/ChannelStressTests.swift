@@ -127,7 +127,7 @@ struct ChannelStressTests {
                 while mine.count < successesPerThread && i < 10_000_000 {
                     let v = t * 10_000_000 + i
                     i += 1
-                    if (try? ch.trySend(v)) == true { mine.append(v) }
+                    if (try? ch.trySend(v)) == true { mine.append(v) } else { sched_yield() }
                 }
                 for v in mine { sent.append(v) }
             }

@@ -60,7 +60,7 @@ struct ChannelStateMachine<Element> {
         if isClosed { return .closed }
         while let r = receivers.popFirst() {
             guard r.ticket.tryClaim() else { continue }
-            r.element.assumingMemoryBound(to: Element?.self).pointee = value
+            r.element.assumingMemoryBound(to: Element.self).initialize(to: value)
             r.outcome.pointee.caseIndex = r.caseIndex
             return .delivered(r.ticket)
         }

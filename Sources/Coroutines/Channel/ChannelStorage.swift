@@ -101,9 +101,9 @@ final class ChannelStorage<Element>: ChannelCore, @unchecked Sendable {
     /// Queues the current coroutine as a receiver and suspends. Called with the lock held.
     @inlinable
     func receiveWaiting(_ c: Coroutine) throws -> Element {
-        var slot: Element? = nil
         var outcome = WaitOutcome()
-        try withUnsafeMutablePointer(to: &slot) { slot in
+        return try withUnsafeTemporaryAllocation(of: Element.self, capacity: 1) { slot in
+            let slot = slot.baseAddress.unsafelyUnwrapped
             try withUnsafeMutablePointer(to: &outcome) { outcome in
                 let epoch = c.armEpoch()
                 state.receivers.append(ChannelWaiter(ticket: WaitTicket(coroutine: c, epoch: epoch),
@@ -112,10 +112,12 @@ final class ChannelStorage<Element>: ChannelCore, @unchecked Sendable {
                 lock.unlock()
                 try c.suspend(armedEpoch: epoch, .channel, unregister: withdrawReceiver)
             }
+            // A completed wake: the claimer either initialised the slot or marked the outcome
+            // closed (SPEC §4.4: the operation completed, so it returns normally).
+            if outcome.closed { throw closedReceiveError }
+            precondition(outcome.caseIndex == 0, "internal inconsistency: a channel receiver was woken without a value")
+            return slot.move()
         }
-        if let slot { return slot }
-        precondition(outcome.closed, "internal inconsistency: a channel receiver was woken without a value")
-        throw closedReceiveError
     }
 
     // MARK: Non-suspending operations (any thread)

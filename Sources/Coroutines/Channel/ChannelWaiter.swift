@@ -15,8 +15,8 @@ struct WaitOutcome {
 /// A coroutine blocked on a channel (the role of Go's `sudog`).
 ///
 /// The value moves through raw pointers into the waiting coroutine's stack, as in Go: a sender's
-/// `element` points at the value to deliver (`Element`), a receiver's at the slot to fill
-/// (`Element?`). Only the waker that wins ``WaitTicket/tryClaim()`` touches them, under the
+/// `element` points at the value to deliver (an initialised `Element`, copied out), a receiver's
+/// at uninitialised memory for one `Element`, which the claimer initialises. Only the waker that wins ``WaitTicket/tryClaim()`` touches them, under the
 /// channel's lock, so the hand-off and the state change are one atomic step (SPEC §6.7). A
 /// `select` publishes one waiter per case, all with the same ticket, so exactly one case wins.
 @usableFromInline

@@ -11,6 +11,22 @@ extension Select {
         let timeoutDeadline = self.timeoutDeadline
         let n = cases.count
         let timeoutReady = timeoutBody != nil && timeoutDeadline <= ccoro_now_ns()
+        // Scratch memory on this coroutine's stack for the values: one slot shared by the receive
+        // cases (only the winning case's slot is ever written), then one per send case.
+        var scratchSize = 0, scratchAlignment = 1
+        for selectCase in cases where !selectCase.isSend {
+            scratchSize = Swift.max(scratchSize, selectCase.elementSize)
+            scratchAlignment = Swift.max(scratchAlignment, selectCase.elementAlignment)
+        }
+        for selectCase in cases where selectCase.isSend {
+            let a = selectCase.elementAlignment
+            scratchSize = (scratchSize + a - 1) / a * a
+            selectCase.scratchOffset = scratchSize
+            scratchSize += selectCase.elementSize
+            scratchAlignment = Swift.max(scratchAlignment, a)
+        }
+        return try withUnsafeTemporaryAllocation(byteCount: Swift.max(scratchSize, 1), alignment: scratchAlignment) { scratchBuffer in
+        let scratch = scratchBuffer.baseAddress.unsafelyUnwrapped
         return try withUnsafeTemporaryAllocation(of: UnsafeMutableRawPointer.self, capacity: Swift.max(n, 1)) { locks in
             let lockCount = selectLockOrder(cases, locks)
             for k in 0..<lockCount { selectCore(locks[k]).lock.lock() }
@@ -21,14 +37,14 @@ extension Select {
                 c.scheduler.randomPermutation(order, count: total)
                 for k in 0..<total {
                     let i = order[k]
-                    if i == n || cases[i].ops.poll(cases[i]) { return i }
+                    if i == n || cases[i].ops.poll(cases[i], scratch) { return i }
                 }
                 return nil
             }
             if let i = polled {
                 selectUnlock(locks, lockCount)
                 if i == n { return try timeoutBody!() }
-                return try cases[i].ops.finishPolled(cases[i])
+                return try cases[i].ops.finishPolled(cases[i], scratch)
             }
             if let otherwiseBody {
                 selectUnlock(locks, lockCount)
@@ -39,7 +55,7 @@ extension Select {
             var outcome = WaitOutcome()
             let winner: Int = try withUnsafeMutablePointer(to: &outcome) { o in
                 let ticket = c.arm()
-                for i in 0..<n { cases[i].ops.enqueue(cases[i], ticket, o, i) }
+                for i in 0..<n { cases[i].ops.enqueue(cases[i], ticket, o, i, scratch) }
                 selectUnlock(locks, lockCount)
                 let timer = timeoutBody == nil ? nil
                     : c.scheduler.scheduleSelectTimeout(deadline: timeoutDeadline, ticket, o, index: n)
@@ -54,7 +70,8 @@ extension Select {
             }
             if winner == n { return try timeoutBody!() }
             precondition(cases.indices.contains(winner), "internal inconsistency: select woken without a winning case")
-            return try cases[winner].ops.finishWoken(cases[winner], outcome.closed)
+            return try cases[winner].ops.finishWoken(cases[winner], outcome.closed, scratch)
+        }
         }
     }
 }
@@ -97,23 +114,28 @@ func selectUnlock(_ locks: UnsafeMutableBufferPointer<UnsafeMutableRawPointer>, 
 /// code through the vtable). The closures capture nothing: they take the case as an argument.
 @usableFromInline
 struct SelectCaseOps<Outcome> {
+    // Every operation gets the select's scratch memory: a receive case uses the shared slot at
+    // its start, a send case its own slot at `scratchOffset`.
+
     /// Under the channel's lock: completes the operation now if it can (Go's pass 1).
-    @usableFromInline let poll: (SelectCase<Outcome>) -> Bool
+    @usableFromInline let poll: (SelectCase<Outcome>, UnsafeMutableRawPointer) -> Bool
     /// Under the channel's lock: publishes a waiter (Go's pass 2).
-    @usableFromInline let enqueue: (SelectCase<Outcome>, WaitTicket, UnsafeMutablePointer<WaitOutcome>, Int) -> Void
+    @usableFromInline let enqueue: (SelectCase<Outcome>, WaitTicket, UnsafeMutablePointer<WaitOutcome>, Int,
+                                    UnsafeMutableRawPointer) -> Void
     /// Takes the lock and removes the waiter published with the ticket, if still queued.
     @usableFromInline let withdraw: (SelectCase<Outcome>, WaitTicket) -> Void
     /// After unlocking, for a case completed by `poll`: wakes the peer, runs the body.
-    @usableFromInline let finishPolled: (SelectCase<Outcome>) throws -> Outcome
+    @usableFromInline let finishPolled: (SelectCase<Outcome>, UnsafeMutableRawPointer) throws -> Outcome
     /// After a wake that chose this case (the flag: the channel closed).
-    @usableFromInline let finishWoken: (SelectCase<Outcome>, Bool) throws -> Outcome
+    @usableFromInline let finishWoken: (SelectCase<Outcome>, Bool, UnsafeMutableRawPointer) throws -> Outcome
 
     @inlinable
-    init(poll: @escaping (SelectCase<Outcome>) -> Bool,
-         enqueue: @escaping (SelectCase<Outcome>, WaitTicket, UnsafeMutablePointer<WaitOutcome>, Int) -> Void,
+    init(poll: @escaping (SelectCase<Outcome>, UnsafeMutableRawPointer) -> Bool,
+         enqueue: @escaping (SelectCase<Outcome>, WaitTicket, UnsafeMutablePointer<WaitOutcome>, Int,
+                             UnsafeMutableRawPointer) -> Void,
          withdraw: @escaping (SelectCase<Outcome>, WaitTicket) -> Void,
-         finishPolled: @escaping (SelectCase<Outcome>) throws -> Outcome,
-         finishWoken: @escaping (SelectCase<Outcome>, Bool) throws -> Outcome) {
+         finishPolled: @escaping (SelectCase<Outcome>, UnsafeMutableRawPointer) throws -> Outcome,
+         finishWoken: @escaping (SelectCase<Outcome>, Bool, UnsafeMutableRawPointer) throws -> Outcome) {
         self.poll = poll
         self.enqueue = enqueue
         self.withdraw = withdraw
@@ -127,102 +149,93 @@ struct SelectCaseOps<Outcome> {
 class SelectCase<Outcome> {
     @usableFromInline let core: ChannelCore
     @usableFromInline let ops: SelectCaseOps<Outcome>
+    @usableFromInline let isSend: Bool
+    @usableFromInline let elementSize: Int
+    @usableFromInline let elementAlignment: Int
+    /// Where a send case's value lives in the scratch memory while the select waits.
+    @usableFromInline @exclusivity(unchecked) var scratchOffset = 0
+    /// A blocked peer whose operation `poll` completed (claimed): woken after unlocking.
+    @usableFromInline @exclusivity(unchecked) var peer: WaitTicket?
+    /// `poll` found the channel closed.
+    @usableFromInline @exclusivity(unchecked) var closedAtPoll = false
 
-    @inlinable init(core: ChannelCore, ops: SelectCaseOps<Outcome>) {
+    @inlinable
+    init<Element>(core: ChannelCore, element: Element.Type, isSend: Bool, ops: SelectCaseOps<Outcome>) {
         self.core = core
         self.ops = ops
+        self.isSend = isSend
+        elementSize = MemoryLayout<Element>.size
+        elementAlignment = MemoryLayout<Element>.alignment
     }
 }
 
+/// A receive case. It holds no value of its element type (the value lives in the select's
+/// scratch memory), so releasing it needs no generic metadata.
 @usableFromInline
 final class ReceiveCase<Element, Outcome>: SelectCase<Outcome> {
     @usableFromInline let storage: ChannelStorage<Element>
     @usableFromInline let body: (Element?) throws -> Outcome
-    @usableFromInline var polled: Element?
-    @usableFromInline var peer: WaitTicket?
-    /// The slot a sender fills while the select waits (stable memory; allocated on demand).
-    @usableFromInline var slot: UnsafeMutablePointer<Element?>?
 
     @inlinable init(_ storage: ChannelStorage<Element>, _ body: @escaping (Element?) throws -> Outcome) {
         self.storage = storage
         self.body = body
-        super.init(core: storage, ops: SelectCaseOps(
-            poll: { unsafeDowncast($0, to: Self.self).poll() },
-            enqueue: { unsafeDowncast($0, to: Self.self).enqueue($1, $2, index: $3) },
-            withdraw: { unsafeDowncast($0, to: Self.self).withdraw($1) },
-            finishPolled: { try unsafeDowncast($0, to: Self.self).finishPolled() },
-            finishWoken: { try unsafeDowncast($0, to: Self.self).finishWoken(closed: $1) }))
+        super.init(core: storage, element: Element.self, isSend: false, ops: SelectCaseOps(
+            poll: { unsafeDowncast($0, to: Self.self).poll($1) },
+            enqueue: { unsafeDowncast($0, to: Self.self).enqueue($1, $2, index: $3, $4) },
+            withdraw: { unsafeDowncast($0, to: Self.self).storage.withdrawReceiver($1) },
+            finishPolled: { try unsafeDowncast($0, to: Self.self).finishPolled($1) },
+            finishWoken: { try unsafeDowncast($0, to: Self.self).finishWoken(closed: $1, $2) }))
     }
 
-    deinit {
-        slot?.deinitialize(count: 1)
-        slot?.deallocate()
-    }
-
-    @inlinable func poll() -> Bool {
+    @inlinable func poll(_ scratch: UnsafeMutableRawPointer) -> Bool {
         switch storage.state.receive() {
         case .value(let v, let sender):
-            polled = v
+            scratch.assumingMemoryBound(to: Element.self).initialize(to: v)
             peer = sender
             return true
         case .closed:
+            closedAtPoll = true
             return true
         case .empty:
             return false
         }
     }
 
-    @inlinable func enqueue(_ ticket: WaitTicket, _ outcome: UnsafeMutablePointer<WaitOutcome>, index: Int) {
-        let slot = self.slot ?? {
-            let p = UnsafeMutablePointer<Element?>.allocate(capacity: 1)
-            p.initialize(to: nil)
-            self.slot = p
-            return p
-        }()
-        storage.state.receivers.append(ChannelWaiter(ticket: ticket, element: UnsafeMutableRawPointer(slot),
-                                                     outcome: outcome, caseIndex: index))
+    @inlinable func enqueue(_ ticket: WaitTicket, _ outcome: UnsafeMutablePointer<WaitOutcome>, index: Int,
+                            _ scratch: UnsafeMutableRawPointer) {
+        storage.state.receivers.append(ChannelWaiter(ticket: ticket, element: scratch, outcome: outcome,
+                                                     caseIndex: index))
     }
 
-    @inlinable func withdraw(_ ticket: WaitTicket) { storage.withdrawReceiver(ticket) }
-
-    @inlinable func finishPolled() throws -> Outcome {
-        peer?.wakeClaimed()
-        return try body(polled)
+    @inlinable func finishPolled(_ scratch: UnsafeMutableRawPointer) throws -> Outcome {
+        if closedAtPoll { return try body(nil) }
+        peer.take()?.wakeClaimed()
+        return try body(scratch.assumingMemoryBound(to: Element.self).move())
     }
 
-    @inlinable func finishWoken(closed: Bool) throws -> Outcome {
-        let value = slot?.pointee
-        slot?.pointee = nil
-        precondition(closed || value != nil, "internal inconsistency: a select receive was woken without a value")
-        return try body(value)
+    @inlinable func finishWoken(closed: Bool, _ scratch: UnsafeMutableRawPointer) throws -> Outcome {
+        if closed { return try body(nil) }
+        return try body(scratch.assumingMemoryBound(to: Element.self).move())
     }
 }
 
+/// A send case.
 @usableFromInline
 final class SendCase<Element, Outcome>: SelectCase<Outcome> {
     @usableFromInline let storage: ChannelStorage<Element>
     @usableFromInline let body: () throws -> Outcome
     @usableFromInline let value: Element
-    @usableFromInline var closedAtPoll = false
-    @usableFromInline var peer: WaitTicket?
-    /// The value a receiver copies while the select waits (stable memory; allocated on demand).
-    @usableFromInline var published: UnsafeMutablePointer<Element>?
 
     @inlinable init(_ value: Element, _ storage: ChannelStorage<Element>, _ body: @escaping () throws -> Outcome) {
         self.value = value
         self.storage = storage
         self.body = body
-        super.init(core: storage, ops: SelectCaseOps(
-            poll: { unsafeDowncast($0, to: Self.self).poll() },
-            enqueue: { unsafeDowncast($0, to: Self.self).enqueue($1, $2, index: $3) },
-            withdraw: { unsafeDowncast($0, to: Self.self).withdraw($1) },
-            finishPolled: { try unsafeDowncast($0, to: Self.self).finishPolled() },
-            finishWoken: { try unsafeDowncast($0, to: Self.self).finishWoken(closed: $1) }))
-    }
-
-    deinit {
-        published?.deinitialize(count: 1)
-        published?.deallocate()
+        super.init(core: storage, element: Element.self, isSend: true, ops: SelectCaseOps(
+            poll: { p, _ in unsafeDowncast(p, to: Self.self).poll() },
+            enqueue: { unsafeDowncast($0, to: Self.self).enqueue($1, $2, index: $3, $4) },
+            withdraw: { unsafeDowncast($0, to: Self.self).storage.withdrawSender($1) },
+            finishPolled: { p, _ in try unsafeDowncast(p, to: Self.self).finishPolled() },
+            finishWoken: { p, closed, scratch in try unsafeDowncast(p, to: Self.self).finishWoken(closed: closed, scratch) }))
     }
 
     @inlinable func poll() -> Bool {
@@ -240,26 +253,23 @@ final class SendCase<Element, Outcome>: SelectCase<Outcome> {
         }
     }
 
-    @inlinable func enqueue(_ ticket: WaitTicket, _ outcome: UnsafeMutablePointer<WaitOutcome>, index: Int) {
-        let p = published ?? {
-            let p = UnsafeMutablePointer<Element>.allocate(capacity: 1)
-            p.initialize(to: value)
-            published = p
-            return p
-        }()
-        storage.state.senders.append(ChannelWaiter(ticket: ticket, element: UnsafeMutableRawPointer(p),
+    /// Publishes a copy of the value in the scratch memory, which receivers copy from.
+    @inlinable func enqueue(_ ticket: WaitTicket, _ outcome: UnsafeMutablePointer<WaitOutcome>, index: Int,
+                            _ scratch: UnsafeMutableRawPointer) {
+        let published = (scratch + scratchOffset).assumingMemoryBound(to: Element.self)
+        published.initialize(to: value)
+        storage.state.senders.append(ChannelWaiter(ticket: ticket, element: UnsafeMutableRawPointer(published),
                                                    outcome: outcome, caseIndex: index))
     }
 
-    @inlinable func withdraw(_ ticket: WaitTicket) { storage.withdrawSender(ticket) }
-
     @inlinable func finishPolled() throws -> Outcome {
         if closedAtPoll { throw ChannelError.closed }
-        peer?.wakeClaimed()
+        peer.take()?.wakeClaimed()
         return try body()
     }
 
-    @inlinable func finishWoken(closed: Bool) throws -> Outcome {
+    @inlinable func finishWoken(closed: Bool, _ scratch: UnsafeMutableRawPointer) throws -> Outcome {
+        (scratch + scratchOffset).assumingMemoryBound(to: Element.self).deinitialize(count: 1)
         if closed { throw ChannelError.closed }
         return try body()
     }
