@@ -49,7 +49,9 @@ public struct Select<Outcome>: ~Copyable {
     @usableFromInline var timeoutDeadline = UInt64.max
     @usableFromInline var timeoutBody: (() throws -> Outcome)?
 
-    @inlinable init() {}
+    @inlinable init() {
+        cases.reserveCapacity(4)   // one allocation for the usual handful of cases
+    }
 
     /// Adds a case that receives from `channel`.
     ///
