@@ -160,3 +160,45 @@ func peerSieve<K: PeerContinuationKind>(_ kind: K.Type, primes count: Int) throw
         return Double(t1 - t0) / 1e6
     }
 }
+
+// MARK: actor — send → reply awaited, one scheduler
+
+func coroutineActor(messages: Int) throws -> Double {
+    try Coroutine.runBlocking {
+        let actor = CoroutineActor<Int, Int> { mailbox in
+            var total = 0
+            for envelope in mailbox {
+                total &+= envelope.message
+                envelope.reply(total)
+            }
+        }
+        let t0 = now()
+        var last = 0
+        for _ in 0..<messages { last = try actor.send(1).await() }
+        let t1 = now()
+        actor.cancel()
+        precondition(last == messages)
+        return Double(t1 - t0) / Double(messages)
+    }
+}
+
+actor SwiftCounter {
+    var total = 0
+    func add(_ n: Int) -> Int {
+        total &+= n
+        return total
+    }
+}
+
+/// Swift peer: a method call on a Swift `actor` from one task.
+func swiftActor(messages: Int) throws -> Double {
+    try blockingAwait {
+        let counter = SwiftCounter()
+        let t0 = now()
+        var last = 0
+        for _ in 0..<messages { last = await counter.add(1) }
+        let t1 = now()
+        precondition(last == messages)
+        return Double(t1 - t0) / Double(messages)
+    }
+}

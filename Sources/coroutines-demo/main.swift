@@ -109,6 +109,29 @@ try Coroutine.runBlocking {
     print("main: done")
 }
 
+// MARK: §12.6 An actor counter
+
+heading("6. actor counter: six +1, one −1, then get")
+enum CounterMessage: Sendable { case add(Int), get }
+try Coroutine.runBlocking {
+    let counter = CoroutineActor<CounterMessage, Int> { mailbox in
+        var total = 0                                   // state owned by the actor's coroutine
+        for envelope in mailbox {
+            switch envelope.message {
+            case .add(let n):
+                total += n
+                envelope.reply(total)
+            case .get:
+                envelope.reply(total)
+            }
+        }
+    }
+    for _ in 0..<6 { counter.send(.add(1)) }            // never blocks; replies ignored
+    counter.send(.add(-1))
+    print("get → \(try counter.send(.get).await())")   // suspends until the actor replies
+    counter.cancel()
+}
+
 // MARK: §12.7 Multi-value await with a tuple
 
 heading("7. multi-value await with a tuple")
