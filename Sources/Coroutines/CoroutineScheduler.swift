@@ -344,6 +344,9 @@ public final class CoroutineScheduler: @unchecked Sendable {
             }
             if done() { break }
             if !runQueue.isEmpty || !jobs.isEmpty { continue }
+            // A peer on another thread often answers within microseconds (a channel hand-off):
+            // spinning briefly avoids the kernel round trip of parking and being woken.
+            if spinForIncoming() { continue }
             StackAllocator.shared.trimIfNeeded()
             parked.store(true, ordering: .sequentiallyConsistent)
             if incomingCount.load(ordering: .sequentiallyConsistent) > 0
@@ -360,6 +363,23 @@ public final class CoroutineScheduler: @unchecked Sendable {
             parked.store(false, ordering: .sequentiallyConsistent)
         }
     }
+
+    /// Spins up to `idleSpinNanoseconds` waiting for work posted from another thread (or a
+    /// stop request). Returns true if some arrived. Go's scheduler spins the same way before it
+    /// parks an idle thread (runtime `proc.go`, "spinning" Ms).
+    private func spinForIncoming() -> Bool {
+        let deadline = ccoro_now_ns() + Self.idleSpinNanoseconds
+        var i = 0
+        while true {
+            if incomingCount.load(ordering: .relaxed) > 0 || stopRequested.load(ordering: .relaxed) { return true }
+            ccoro_cpu_relax()
+            i += 1
+            if i & 63 == 0 && ccoro_now_ns() >= deadline { return false }
+        }
+    }
+
+    /// How long an idle scheduler spins before it parks in the poller.
+    static let idleSpinNanoseconds: UInt64 = 20_000
 
     private func prepareLoopRecord() {
         loopRecord.pointee.fiber = ccoro_fiber_current()

@@ -173,7 +173,8 @@ struct ActorTests {
             let second = actor.send(2)
             gate.fulfill(())
             func failure(of p: Promise<Int>) -> (any Error)? {
-                do { _ = try p.await(); return nil } catch { return error }
+                if case .failure(let e) = Result(catching: { try p.await() }) { return e }
+                return nil
             }
             let e1 = failure(of: first), e2 = failure(of: second)
             try actor.coroutine.join()

@@ -172,6 +172,15 @@ static inline void ccoro_prefetch_context(const ccoro_context *ctx) {
   __builtin_prefetch(sp + 64);
 }
 
+/// A hint to the CPU that the caller is spinning (x86 `pause`, arm64 `yield`).
+static inline void ccoro_cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield");
+#endif
+}
+
 // MARK: - Futex (the channel lock's slow path)
 
 /// Sleeps while `*addr == expected` (Linux futex, Darwin __ulock). May return spuriously.
