@@ -6,7 +6,10 @@ extension Coroutine {
     /// scheduler thread — until the operation ends.
     ///
     /// The scheduler keeps running its other coroutines meanwhile. Cancelling the coroutine
-    /// cancels the task and makes this call throw `CancellationError` at once.
+    /// cancels the task and makes this call throw `CancellationError` at once (SPEC §11): a
+    /// result the task still produces after that is discarded. So do not wrap an operation that
+    /// must not lose its result (a channel receive, say) in `Coroutine.await`; call the
+    /// coroutine form directly (`try channel.receive()`).
     ///
     /// - Parameter operation: The async work.
     /// - Returns: The operation's value.

@@ -76,12 +76,17 @@ extension Coroutine {
             if let i = c.timeoutScopes.lastIndex(where: { $0 === scope }) { c.timeoutScopes.remove(at: i) }
             if let t = scope.timer { c.scheduler.timers.remove(t) }
         }
+        let value: Value
         do {
-            return try body()
+            value = try body()
         } catch {
             if scope.expired { throw CoroutineError.timedOut }
             throw error
         }
+        // The body swallowed the timeout of an operation (e.g. a `for x in channel` loop, which
+        // ends on it): the time limit was still exceeded.
+        if scope.delivered { throw CoroutineError.timedOut }
+        return value
     }
 
     /// Suspends the current coroutine until `fd` is readable (or has an error or hang-up).

@@ -51,6 +51,10 @@ struct WaitTicket: Sendable {
 /// A `withTimeout` scope of one coroutine. Confined to the coroutine's scheduler thread.
 final class TimeoutScope {
     var expired = false
+    /// A suspending operation threw `CoroutineError.timedOut` because of this scope. Code that
+    /// swallows that error (a `for x in channel` loop ends on it) cannot make `withTimeout`
+    /// look as if the body had finished in time: `withTimeout` throws when this is set.
+    var delivered = false
     var timer: TimerNode?
 }
 
@@ -89,7 +93,13 @@ extension Coroutine {
     @usableFromInline @inline(__always)
     func checkInterrupts() throws {
         if cancelledFlag.load(ordering: .sequentiallyConsistent) { throw CancellationError() }
-        if hasExpiredTimeout { throw CoroutineError.timedOut }
+        if hasExpiredTimeout { throw timedOutError() }
+    }
+
+    /// `CoroutineError.timedOut`, recorded on the expired scopes as delivered.
+    func timedOutError() -> CoroutineError {
+        for scope in timeoutScopes where scope.expired { scope.delivered = true }
+        return .timedOut
     }
 
     /// Whether cancellation or an expired `withTimeout` scope forbids suspending now.
@@ -210,7 +220,7 @@ extension Coroutine {
             throw CancellationError()
         case .timedOut:
             unregister(WaitTicket(coroutine: self, epoch: armed))
-            throw CoroutineError.timedOut
+            throw timedOutError()
         }
     }
 

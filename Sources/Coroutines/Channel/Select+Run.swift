@@ -60,6 +60,10 @@ extension Select {
                 let timer = timeoutBody == nil ? nil
                     : c.scheduler.scheduleSelectTimeout(deadline: timeoutDeadline, ticket, o, index: n)
                 defer { if let timer { c.scheduler.cancelSelectTimeout(timer) } }
+                // The published copies of the send cases' values are destroyed once no waiter can
+                // read them any more: after every waiter was withdrawn (or taken by the waker,
+                // which copied the value under the channel's lock before waking this coroutine).
+                defer { for i in 0..<n where cases[i].isSend { cases[i].ops.discard(cases[i], scratch) } }
                 try c.suspend(armed: ticket, .select) { t in
                     for i in 0..<n { cases[i].ops.withdraw(cases[i], t) }
                 }
@@ -128,6 +132,8 @@ struct SelectCaseOps<Outcome> {
     @usableFromInline let finishPolled: (SelectCase<Outcome>, UnsafeMutableRawPointer) throws -> Outcome
     /// After a wake that chose this case (the flag: the channel closed).
     @usableFromInline let finishWoken: (SelectCase<Outcome>, Bool, UnsafeMutableRawPointer) throws -> Outcome
+    /// After a wait: destroys the copy of a send case's value published in the scratch memory.
+    @usableFromInline let discard: (SelectCase<Outcome>, UnsafeMutableRawPointer) -> Void
 
     @inlinable
     init(poll: @escaping (SelectCase<Outcome>, UnsafeMutableRawPointer) -> Bool,
@@ -135,12 +141,14 @@ struct SelectCaseOps<Outcome> {
                              UnsafeMutableRawPointer) -> Void,
          withdraw: @escaping (SelectCase<Outcome>, WaitTicket) -> Void,
          finishPolled: @escaping (SelectCase<Outcome>, UnsafeMutableRawPointer) throws -> Outcome,
-         finishWoken: @escaping (SelectCase<Outcome>, Bool, UnsafeMutableRawPointer) throws -> Outcome) {
+         finishWoken: @escaping (SelectCase<Outcome>, Bool, UnsafeMutableRawPointer) throws -> Outcome,
+         discard: @escaping (SelectCase<Outcome>, UnsafeMutableRawPointer) -> Void = { _, _ in }) {
         self.poll = poll
         self.enqueue = enqueue
         self.withdraw = withdraw
         self.finishPolled = finishPolled
         self.finishWoken = finishWoken
+        self.discard = discard
     }
 }
 
@@ -235,7 +243,8 @@ final class SendCase<Element, Outcome>: SelectCase<Outcome> {
             enqueue: { unsafeDowncast($0, to: Self.self).enqueue($1, $2, index: $3, $4) },
             withdraw: { unsafeDowncast($0, to: Self.self).storage.withdrawSender($1) },
             finishPolled: { p, _ in try unsafeDowncast(p, to: Self.self).finishPolled() },
-            finishWoken: { p, closed, scratch in try unsafeDowncast(p, to: Self.self).finishWoken(closed: closed, scratch) }))
+            finishWoken: { p, closed, _ in try unsafeDowncast(p, to: Self.self).finishWoken(closed: closed) },
+            discard: { p, scratch in unsafeDowncast(p, to: Self.self).discardPublished(scratch) }))
     }
 
     @inlinable func poll() -> Bool {
@@ -268,9 +277,12 @@ final class SendCase<Element, Outcome>: SelectCase<Outcome> {
         return try body()
     }
 
-    @inlinable func finishWoken(closed: Bool, _ scratch: UnsafeMutableRawPointer) throws -> Outcome {
-        (scratch + scratchOffset).assumingMemoryBound(to: Element.self).deinitialize(count: 1)
+    @inlinable func finishWoken(closed: Bool) throws -> Outcome {
         if closed { throw ChannelError.closed }
         return try body()
+    }
+
+    @inlinable func discardPublished(_ scratch: UnsafeMutableRawPointer) {
+        (scratch + scratchOffset).assumingMemoryBound(to: Element.self).deinitialize(count: 1)
     }
 }
