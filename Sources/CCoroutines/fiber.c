@@ -99,3 +99,13 @@ NO_SANITIZE void ccoro_fiber_did_switch(void *fake_stack) {
   (void)fake_stack;
 #endif
 }
+
+NO_SANITIZE void ccoro_fiber_did_switch_from(void *fake_stack, const void **bottom_old, size_t *size_old) {
+#if CCORO_ASAN
+  __sanitizer_finish_switch_fiber(fake_stack, bottom_old, size_old);
+#else
+  (void)fake_stack;
+  *bottom_old = NULL;
+  *size_old = 0;
+#endif
+}

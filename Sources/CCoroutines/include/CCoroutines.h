@@ -96,6 +96,15 @@ static inline void ccoro_tls_set_coroutine(void *c, const ccoro_running *r) {
 }
 static inline void *ccoro_tls_scheduler(void) { return ccoro_tls_scheduler_do_not_touch; }
 static inline void ccoro_tls_set_scheduler(void *s) { ccoro_tls_scheduler_do_not_touch = s; }
+/// The guard-region record the stack-overflow reporter consults on this thread (may be NULL).
+static inline const ccoro_running *ccoro_tls_running(void) { return ccoro_tls_running_do_not_touch; }
+/// Points the stack-overflow reporter at `r` without changing the current coroutine (generators).
+static inline void ccoro_tls_set_running(const ccoro_running *r) { ccoro_tls_running_do_not_touch = r; }
+/// A token that identifies the calling thread for as long as it lives: the address of one of its
+/// thread-local slots (cheaper than a system call; compared, never dereferenced).
+static inline const void *ccoro_thread_token(void) { return (const void *)&ccoro_tls_scheduler_do_not_touch; }
+/// An address inside the calling function's frame: where the current stack pointer roughly is.
+__attribute__((always_inline)) static inline const void *ccoro_frame_address(void) { return __builtin_frame_address(0); }
 
 /// Everything a coroutine needs while it owns a stack, in manually allocated memory (never a
 /// Swift class property, so `ccoro_switch` never receives the address of a property).
@@ -128,6 +137,10 @@ void *ccoro_fiber_current(void);
 void ccoro_fiber_will_switch(void *fiber, const void *bottom, size_t size, void **fake_stack, int finishing);
 /// Call right after a `ccoro_switch` returns into a stack.
 void ccoro_fiber_did_switch(void *fake_stack);
+/// Like `ccoro_fiber_did_switch`, and also reports the bounds of the stack that was switched away
+/// from (AddressSanitizer only; `*bottom_old` is NULL and `*size_old` 0 otherwise). Generators use
+/// it to learn their consumer's stack without asking the system.
+void ccoro_fiber_did_switch_from(void *fake_stack, const void **bottom_old, size_t *size_old);
 
 // MARK: - Dispatch main queue (Linux libdispatch exports these for CoreFoundation)
 
