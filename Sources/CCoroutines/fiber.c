@@ -55,6 +55,12 @@ void __sanitizer_start_switch_fiber(void **fake_stack_save, const void *bottom, 
 void __sanitizer_finish_switch_fiber(void *fake_stack_save, const void **bottom_old, size_t *size_old);
 #endif
 
+#if CCORO_TSAN || CCORO_ASAN
+const int ccoro_fibers_active = 1;
+#else
+const int ccoro_fibers_active = 0;
+#endif
+
 NO_SANITIZE void *ccoro_fiber_create(void) {
 #if CCORO_TSAN
   return __tsan_create_fiber(0);

@@ -21,6 +21,8 @@ struct Benchmark {
     let name: String
     let ours: Workload
     let peer: Workload?
+    /// Further Swift peers, each reported with its own ratio.
+    var extraPeers: [Workload] = []
     /// true: smaller is better (time); false: larger is better (throughput).
     var smallerIsBetter = true
 }

@@ -14,6 +14,10 @@ let benchmarks: [Benchmark] = [
     Benchmark(name: "yield",
               ours: Workload(name: "yield (Coroutine.yield)", unit: "ns/switch", runs: 9) { try coroutineYield(iterations: 1_000_000) },
               peer: Workload(name: "swift: Task.yield", unit: "ns/switch", runs: 9) { try taskYield(iterations: 200_000) }),
+    Benchmark(name: "generator",
+              ours: Workload(name: "generator (next)", unit: "ns/element", runs: 9) { generatorCounter(iterations: 2_000_000) },
+              peer: Workload(name: "swift: AsyncStream(unfolding:)", unit: "ns/element", runs: 9) { try unfoldingStreamCounter(iterations: 500_000) },
+              extraPeers: [Workload(name: "swift: AsyncStream fed by task", unit: "ns/element", runs: 9) { try taskFedStreamCounter(iterations: 500_000) }]),
     Benchmark(name: "spawn",
               ours: Workload(name: "spawn (launch 100k)", unit: "ns/coroutine", runs: 9) { try coroutineSpawn(count: 100_000) },
               peer: Workload(name: "swift: withDiscardingTaskGroup", unit: "ns/task", runs: 9) { try taskSpawn(count: 100_000) }),
@@ -48,7 +52,8 @@ if selected.isEmpty {
 for b in selected {
     let ours = try measure(b.ours)
     report(b.ours.name, ours, b.ours.unit)
-    if let peer = b.peer, getenv("COROUTINES_BENCH_NO_PEER") == nil {
+    guard getenv("COROUTINES_BENCH_NO_PEER") == nil else { continue }
+    for peer in (b.peer.map { [$0] } ?? []) + b.extraPeers {
         let theirs = try measure(peer)
         report(peer.name, theirs, peer.unit)
         let ratio = b.smallerIsBetter ? theirs.median / ours.median : ours.median / theirs.median

@@ -126,6 +126,9 @@ void ccoro_report_overflow(const char *name, size_t stack_size, const char *why)
 
 // MARK: - Sanitizer fibers
 
+/// Non-zero when this build has ThreadSanitizer or AddressSanitizer, i.e. when the fiber calls
+/// below do anything (hot paths may skip them otherwise).
+extern const int ccoro_fibers_active;
 /// A sanitizer fiber handle for a stack (NULL when no sanitizer is active).
 void *ccoro_fiber_create(void);
 void ccoro_fiber_destroy(void *fiber);

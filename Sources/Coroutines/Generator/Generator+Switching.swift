@@ -20,6 +20,10 @@ struct GeneratorFrame {
     @usableFromInline var stack: UnsafeMutablePointer<ccoro_stack_record>?
     /// The thread of the first `next()` (`ccoro_thread_token`); compared, never dereferenced.
     @usableFromInline var owner: UnsafeRawPointer?
+    /// The usable bounds of `stack` (0 while there is none), for the cheap "is this yield on its
+    /// own body's stack" check.
+    @usableFromInline var stackLow: UInt = 0
+    @usableFromInline var stackHigh: UInt = 0
     /// Requested stack size (normalised).
     var stackSize: Int
     /// Runs the body: a static function of the concrete `Generator<Element>`, called with `object`.
@@ -28,19 +32,19 @@ struct GeneratorFrame {
     var object: UnsafeMutableRawPointer?
 
     // The consumer: whoever called `next()`, `cancel()` or released the generator last.
-    var consumer = ccoro_context()
-    var consumerFiber: UnsafeMutableRawPointer?
-    var consumerFakeStack: UnsafeMutableRawPointer?
-    var consumerBottom: UnsafeRawPointer?
-    var consumerSize = 0
+    @usableFromInline var consumer = ccoro_context()
+    @usableFromInline var consumerFiber: UnsafeMutableRawPointer?
+    @usableFromInline var consumerFakeStack: UnsafeMutableRawPointer?
+    @usableFromInline var consumerBottom: UnsafeRawPointer?
+    @usableFromInline var consumerSize = 0
     /// The overflow reporter's record before the body was entered.
-    var previousRunning: UnsafePointer<ccoro_running>?
+    @usableFromInline var previousRunning: UnsafePointer<ccoro_running>?
 
     // When the consumer is a coroutine, the body runs on its behalf: while control is on the
     // generator's stack, the coroutine's record describes the generator's stack (so that a
     // suspension inside the body resumes there with the right guard region, canary and sanitizer
     // fiber). Its own values wait here.
-    var hostRecord: UnsafeMutablePointer<ccoro_stack_record>?
+    @usableFromInline var hostRecord: UnsafeMutablePointer<ccoro_stack_record>?
     var hostStack = ccoro_stack()
     var hostRunning = ccoro_running()
     var hostFiber: UnsafeMutableRawPointer?
@@ -69,31 +73,43 @@ func generatorStart(_ f: UnsafeMutablePointer<GeneratorFrame>) -> Bool {
     r.pointee.fiber = ccoro_fiber_create()
     ccoro_make(&r.pointee.context, r.pointee.stack.top, generatorEntry, UnsafeMutableRawPointer(f))
     f.pointee.stack = r
+    f.pointee.stackLow = UInt(bitPattern: r.pointee.stack.base)
+    f.pointee.stackHigh = UInt(bitPattern: r.pointee.stack.top)
     generatorSwitchIn(f)
     return true
 }
 
 /// Resumes a suspended body (its phase is already `.running`): checks the thread, switches to the
 /// generator's stack and returns when the body yields or ends.
-@usableFromInline
+@inlinable @inline(__always)
 func generatorResume(_ f: UnsafeMutablePointer<GeneratorFrame>) {
-    if f.pointee.owner != ccoro_thread_token() {
-        fatalError("generator resumed on a different thread (a generator's body must be resumed and released on the thread where it suspended)")
-    }
+    if f.pointee.owner != ccoro_thread_token() { generatorTrapForeignThread() }
     generatorSwitchIn(f)
+}
+
+@usableFromInline
+func generatorTrapForeignThread() -> Never {
+    fatalError("generator resumed on a different thread (a generator's body must be resumed and released on the thread where it suspended)")
 }
 
 /// Switches from the consumer to the generator's stack; returns when the body yields or ends.
 /// Releases the stack once the body has ended.
-private func generatorSwitchIn(_ f: UnsafeMutablePointer<GeneratorFrame>) {
+///
+/// Inlined into `next()` (and the body's `yield` inlines `generatorSuspend`), so that no call
+/// frame sits between the user's code and `ccoro_switch` on either side: every extra frame would
+/// cost a mispredicted return per switch, as the return predictor cannot follow a stack switch.
+@inlinable @inline(__always)
+func generatorSwitchIn(_ f: UnsafeMutablePointer<GeneratorFrame>) {
     let r = f.pointee.stack.unsafelyUnwrapped
     if let c = ccoro_tls_coroutine() { adoptHost(c, f, r) }
     f.pointee.previousRunning = ccoro_tls_running()
     ccoro_tls_set_running(&r.pointee.running)
-    f.pointee.consumerFiber = ccoro_fiber_current()
-    ccoro_fiber_will_switch(r.pointee.fiber, r.pointee.stack.base, r.pointee.stack.size, &f.pointee.consumerFakeStack, 0)
+    if ccoro_fibers_active != 0 {
+        f.pointee.consumerFiber = ccoro_fiber_current()
+        ccoro_fiber_will_switch(r.pointee.fiber, r.pointee.stack.base, r.pointee.stack.size, &f.pointee.consumerFakeStack, 0)
+    }
     ccoro_switch(&f.pointee.consumer, &r.pointee.context)
-    ccoro_fiber_did_switch(f.pointee.consumerFakeStack)
+    if ccoro_fibers_active != 0 { ccoro_fiber_did_switch(f.pointee.consumerFakeStack) }
     ccoro_tls_set_running(f.pointee.previousRunning)
     if f.pointee.hostRecord != nil { releaseHost(f) }
     if f.pointee.machine.phase == .finished { releaseStack(f) }
@@ -103,22 +119,25 @@ private func generatorSwitchIn(_ f: UnsafeMutablePointer<GeneratorFrame>) {
 /// resumes it.
 ///
 /// - Throws: `CancellationError` if it was resumed to unwind (`cancel()` or release).
-@usableFromInline
+@inlinable @inline(__always)
 func generatorSuspend(_ f: UnsafeMutablePointer<GeneratorFrame>) throws {
     let r = f.pointee.stack.unsafelyUnwrapped
-    checkCanary(r)
-    ccoro_fiber_will_switch(f.pointee.consumerFiber, f.pointee.consumerBottom, f.pointee.consumerSize, &r.pointee.fake_stack, 0)
+    if ccoro_stack_canary_ok(&r.pointee.stack) == 0 { generatorReportSmashedCanary(r) }
+    if ccoro_fibers_active != 0 {
+        ccoro_fiber_will_switch(f.pointee.consumerFiber, f.pointee.consumerBottom, f.pointee.consumerSize, &r.pointee.fake_stack, 0)
+    }
     ccoro_switch(&r.pointee.context, &f.pointee.consumer)
-    ccoro_fiber_did_switch_from(r.pointee.fake_stack, &f.pointee.consumerBottom, &f.pointee.consumerSize)
+    if ccoro_fibers_active != 0 {
+        ccoro_fiber_did_switch_from(r.pointee.fake_stack, &f.pointee.consumerBottom, &f.pointee.consumerSize)
+    }
     if f.pointee.machine.cancelled { throw CancellationError() }
 }
 
 /// Whether the caller runs on the generator's own stack (so a `yield` belongs to this body).
-@usableFromInline
+@inlinable @inline(__always)
 func generatorIsOnOwnStack(_ f: UnsafeMutablePointer<GeneratorFrame>) -> Bool {
-    guard f.pointee.machine.phase == .running, let r = f.pointee.stack else { return false }
     let here = UInt(bitPattern: ccoro_frame_address())
-    return here >= UInt(bitPattern: r.pointee.stack.base) && here < UInt(bitPattern: r.pointee.stack.top)
+    return f.pointee.machine.phase == .running && here >= f.pointee.stackLow && here < f.pointee.stackHigh
 }
 
 /// Reports a release of a suspended generator on a thread other than its own (SPEC §8.2): its
@@ -132,8 +151,8 @@ func generatorReportForeignRelease() {
 private let foreignReleaseReported = Atomic<Bool>(false)
 
 /// Makes the consumer coroutine's record describe the generator's stack while the body runs.
-@inline(never)
-private func adoptHost(_ c: UnsafeMutableRawPointer, _ f: UnsafeMutablePointer<GeneratorFrame>,
+@usableFromInline @inline(never)
+func adoptHost(_ c: UnsafeMutableRawPointer, _ f: UnsafeMutablePointer<GeneratorFrame>,
                        _ r: UnsafeMutablePointer<ccoro_stack_record>) {
     guard let h = Unmanaged<Coroutine>.fromOpaque(c)._withUnsafeGuaranteedRef({ $0.record }) else { return }
     f.pointee.hostRecord = h
@@ -145,8 +164,8 @@ private func adoptHost(_ c: UnsafeMutableRawPointer, _ f: UnsafeMutablePointer<G
     h.pointee.fiber = r.pointee.fiber
 }
 
-@inline(never)
-private func releaseHost(_ f: UnsafeMutablePointer<GeneratorFrame>) {
+@usableFromInline @inline(never)
+func releaseHost(_ f: UnsafeMutablePointer<GeneratorFrame>) {
     let h = f.pointee.hostRecord.unsafelyUnwrapped
     h.pointee.stack = f.pointee.hostStack
     h.pointee.running = f.pointee.hostRunning
@@ -155,19 +174,24 @@ private func releaseHost(_ f: UnsafeMutablePointer<GeneratorFrame>) {
 }
 
 /// Gives a finished body's stack back to the pool (control has left it for good).
-@inline(never)
-private func releaseStack(_ f: UnsafeMutablePointer<GeneratorFrame>) {
+@usableFromInline @inline(never)
+func releaseStack(_ f: UnsafeMutablePointer<GeneratorFrame>) {
     guard let r = f.pointee.stack else { return }
     f.pointee.stack = nil
+    f.pointee.stackLow = 0
+    f.pointee.stackHigh = 0
     ccoro_fiber_destroy(r.pointee.fiber)
     r.pointee.fiber = nil
     StackAllocator.shared.give(r)
 }
 
 private func checkCanary(_ r: UnsafeMutablePointer<ccoro_stack_record>) {
-    if ccoro_stack_canary_ok(&r.pointee.stack) == 0 {
-        ccoro_report_overflow(generatorStackName, r.pointee.stack.size, "stack canary smashed (slab stack)")
-    }
+    if ccoro_stack_canary_ok(&r.pointee.stack) == 0 { generatorReportSmashedCanary(r) }
+}
+
+@usableFromInline
+func generatorReportSmashedCanary(_ r: UnsafeMutablePointer<ccoro_stack_record>) -> Never {
+    ccoro_report_overflow(generatorStackName, r.pointee.stack.size, "stack canary smashed (slab stack)")
 }
 
 /// The C entry of every generator stack (called by the assembly trampoline). It never returns;
