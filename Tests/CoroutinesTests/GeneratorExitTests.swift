@@ -108,6 +108,23 @@ struct GeneratorExitTests {
         #expect(stderr.contains("coroutine stack overflow in 'generator'"), "stderr: \(stderr)")
     }
 
+    @Test("stack overflow in a generator body, after it suspended its coroutine, is reported for the generator's stack")
+    func overflowAfterSuspensionInCoroutine() async {
+        let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+            let s = CoroutineScheduler(name: "overflow")
+            let c = Coroutine.launch(on: s, name: "consumer") {
+                let g = Generator<Int>(stackSize: 64 * 1024) { yield in
+                    try Coroutine.delay(.milliseconds(1))
+                    try yield(recurseWithoutBound(0))
+                }
+                _ = g.next()
+            }
+            try await c.join()
+        }
+        let stderr = String(decoding: result?.standardErrorContent ?? [], as: UTF8.self)
+        #expect(stderr.contains("coroutine stack overflow in 'generator' (stack size 65536"), "stderr: \(stderr)")
+    }
+
     @Test("no stack is leaked: cancelled, released, exhausted and failed generators give their stacks back")
     func stackAccounting() async {
         await #expect(processExitsWith: .success) {

@@ -399,6 +399,33 @@ struct GeneratorTests {
         #expect(outcome == "nil true")
     }
 
+    @Test("nested generators inside a coroutine: the inner body suspends the coroutine and resumes on the inner stack")
+    func nestedGeneratorsSuspendingInCoroutine() async throws {
+        let (values, log) = try await Kit.run { () -> ([Int], [String]) in
+            let log = Kit.Log<String>()
+            let inner = Generator<Int> { yield in
+                for i in 0..<3 {
+                    try Coroutine.delay(.milliseconds(1))   // suspends the consumer coroutine
+                    try yield(i)
+                }
+            }
+            let outer = Generator<Int> { yield in
+                while let v = inner.next() {
+                    try Coroutine.yield()                   // suspends it from the outer stack too
+                    try yield(v * 10)
+                }
+            }
+            let ticker = Coroutine.launch {
+                for _ in 0..<3 { log.append("tick"); try Coroutine.yield() }
+            }
+            let values = Array(outer)
+            try ticker.join()
+            return (values, log.all)
+        }
+        #expect(values == [0, 10, 20])
+        #expect(log == ["tick", "tick", "tick"], "the other coroutine ran while the consumer was suspended in the bodies")
+    }
+
     @Test("a generator on a scheduler's loop, outside any coroutine")
     func onSchedulerLoop() async throws {
         try await Kit.withScheduler("generator-loop") { s in
