@@ -55,6 +55,18 @@ void __sanitizer_start_switch_fiber(void **fake_stack_save, const void *bottom, 
 void __sanitizer_finish_switch_fiber(void *fake_stack_save, const void **bottom_old, size_t *size_old);
 #endif
 
+#if CCORO_ASAN
+void __asan_unpoison_memory_region(void const volatile *addr, size_t size);
+#endif
+
+NO_SANITIZE void ccoro_stack_unpoison(const ccoro_stack *stack) {
+#if CCORO_ASAN
+  __asan_unpoison_memory_region(stack->base, stack->size);
+#else
+  (void)stack;
+#endif
+}
+
 #if CCORO_TSAN || CCORO_ASAN
 const int ccoro_fibers_active = 1;
 #else

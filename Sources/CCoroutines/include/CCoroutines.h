@@ -138,6 +138,9 @@ void *ccoro_fiber_current(void);
 /// already known to the sanitizer). Call right before `ccoro_switch`; `finishing` is non-zero when
 /// the current stack is never resumed again.
 void ccoro_fiber_will_switch(void *fiber, const void *bottom, size_t size, void **fake_stack, int finishing);
+/// Clears AddressSanitizer's poison on a stack that is about to be reused: the last frames of its
+/// previous user never returned, so their redzones are still marked (no-op without ASan).
+void ccoro_stack_unpoison(const ccoro_stack *stack);
 /// Call right after a `ccoro_switch` returns into a stack.
 void ccoro_fiber_did_switch(void *fake_stack);
 /// Like `ccoro_fiber_did_switch`, and also reports the bounds of the stack that was switched away

@@ -27,7 +27,7 @@ import CCoroutines
 /// `next()`, ``cancel()`` and the final release must happen on the thread of the first `next()`:
 /// `next()` on another thread traps with "generator resumed on a different thread" (a stack
 /// never migrates between threads, SPEC §2.1); a release on another thread leaks the stack and
-/// reports it once on stderr.
+/// reports it on stderr (once per process).
 ///
 /// ## Inside a coroutine
 /// The body runs on behalf of whoever called `next()`. Called from a coroutine, the body sees
