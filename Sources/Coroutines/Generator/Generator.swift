@@ -193,8 +193,10 @@ extension Generator: Sendable {}
 /// The function a ``Generator``'s body calls to hand out an element: `try yield(value)`.
 ///
 /// Valid only while its own body runs, at any depth of synchronous calls (including callbacks of
-/// a synchronous API). Using it anywhere else — after the body ended, from the consumer, from
-/// another generator's body — traps with "yield used outside its generator's body".
+/// a synchronous API). Using it elsewhere while its generator is alive — after the body ended,
+/// from the consumer, from another generator's body — traps with "yield used outside its
+/// generator's body". Do not let it escape the body: after the generator is released, a call is
+/// undefined behaviour (the check itself reads the generator's freed state).
 ///
 /// Not `Sendable`: it belongs to the generator's thread.
 public struct Yield<Element> {
