@@ -2,7 +2,8 @@
 //
 // ccoro_switch(ccoro_context *from /* rdi */, const ccoro_context *to /* rsi */)
 // pushes the callee-saved registers (rbp, rbx, r12-r15), MXCSR and the x87 control word onto
-// the current stack, stores rsp in from->sp, loads to->sp and pops the same layout:
+// the current stack, stores rsp in from->sp, loads to->sp, pops the same layout and jumps to
+// the popped return address:
 //
 //   sp+0   MXCSR (4 bytes) | x87 control word (2 bytes) | pad
 //   sp+8   r15
@@ -82,7 +83,14 @@ SYM(ccoro_switch):
     popq %rbp
     .cfi_adjust_cfa_offset -8
     .cfi_restore %rbp
-    ret
+    // Not `ret`: the return address belongs to the other stack, so the return-stack predictor
+    // would miss on every switch (and desynchronise the returns after it). An indirect jump is
+    // predicted by the branch target buffer instead: about half the cost per switch here.
+    // r8 is caller-saved, so the caller of ccoro_switch expects it clobbered.
+    popq %r8
+    .cfi_adjust_cfa_offset -8
+    .cfi_register %rip, %r8
+    jmp *%r8
     .cfi_endproc
     SIZE(SYM(ccoro_switch))
 

@@ -55,6 +55,24 @@ void __sanitizer_start_switch_fiber(void **fake_stack_save, const void *bottom, 
 void __sanitizer_finish_switch_fiber(void *fake_stack_save, const void **bottom_old, size_t *size_old);
 #endif
 
+#if CCORO_ASAN
+void __asan_unpoison_memory_region(void const volatile *addr, size_t size);
+#endif
+
+NO_SANITIZE void ccoro_stack_unpoison(const ccoro_stack *stack) {
+#if CCORO_ASAN
+  __asan_unpoison_memory_region(stack->base, stack->size);
+#else
+  (void)stack;
+#endif
+}
+
+#if CCORO_TSAN || CCORO_ASAN
+const int ccoro_fibers_active = 1;
+#else
+const int ccoro_fibers_active = 0;
+#endif
+
 NO_SANITIZE void *ccoro_fiber_create(void) {
 #if CCORO_TSAN
   return __tsan_create_fiber(0);
@@ -97,5 +115,15 @@ NO_SANITIZE void ccoro_fiber_did_switch(void *fake_stack) {
   __sanitizer_finish_switch_fiber(fake_stack, NULL, NULL);
 #else
   (void)fake_stack;
+#endif
+}
+
+NO_SANITIZE void ccoro_fiber_did_switch_from(void *fake_stack, const void **bottom_old, size_t *size_old) {
+#if CCORO_ASAN
+  __sanitizer_finish_switch_fiber(fake_stack, bottom_old, size_old);
+#else
+  (void)fake_stack;
+  *bottom_old = NULL;
+  *size_old = 0;
 #endif
 }

@@ -139,6 +139,7 @@ final class StackAllocator: Sendable {
     }
 
     func prepareForUse(_ r: UnsafeMutablePointer<ccoro_stack_record>) {
+        ccoro_stack_unpoison(&r.pointee.stack)
         ccoro_stack_arm_canary(&r.pointee.stack)
         r.pointee.fake_stack = nil
     }

@@ -20,7 +20,7 @@ struct Workload {
 struct Benchmark {
     let name: String
     let ours: Workload
-    /// The Swift-concurrency peers (the ratio is taken against the best of them).
+    /// The Swift-concurrency peers, each reported with its own ratio.
     let peers: [Workload]
     /// true: smaller is better (time); false: larger is better (throughput).
     var smallerIsBetter = true

@@ -109,6 +109,60 @@ try Coroutine.runBlocking {
     print("main: done")
 }
 
+// MARK: §12.5 Generators
+
+heading("5. generator yielding 0, 1, 2, … consumed 10 times")
+// The body runs on its own stack; each next() switches to it and back on this thread.
+let naturals = Generator<Int> { yield in
+    var i = 0
+    while true {
+        try yield(i)
+        i += 1
+    }
+}
+for _ in 0..<10 {
+    print(naturals.next()!, terminator: " ")
+}
+print()
+naturals.cancel()      // unwinds the endless body (its yield throws CancellationError)
+
+heading("5. a generator of generators (chained)")
+// Each row is itself a generator; the outer one yields them lazily.
+let rows = Generator<Generator<Int>> { yield in
+    for row in 1...3 {
+        try yield(Generator<Int> { cell in
+            for column in 1...4 { try cell(row * column) }
+        })
+    }
+}
+for row in rows {
+    print(Array(row).map { String($0) }.joined(separator: " "))
+}
+// A chain: squares of the naturals, filtered — each stage pulls from the one before.
+let numbers = Generator<Int> { yield in for n in 1... { try yield(n) } }
+let squares = Generator<Int> { yield in while let n = numbers.next() { try yield(n * n) } }
+let oddSquares = Generator<Int> { yield in while let s = squares.next() { if s % 2 == 1 { try yield(s) } } }
+print("odd squares:", Array(oddSquares.prefix(5)))
+
+heading("5. a generator walking a recursive tree (yield from inside the recursion)")
+indirect enum Tree {
+    case leaf
+    case node(Tree, String, Tree)
+
+    /// In-order walk: an ordinary recursive function; `yield` suspends the whole recursion.
+    func walk(depth: Int, _ yield: Yield<String>) throws {
+        guard case .node(let left, let label, let right) = self else { return }
+        try left.walk(depth: depth + 1, yield)
+        try yield(String(repeating: "  ", count: depth) + label)
+        try right.walk(depth: depth + 1, yield)
+    }
+}
+let tree = Tree.node(.node(.node(.leaf, "a", .leaf), "b", .node(.leaf, "c", .leaf)),
+                     "d",
+                     .node(.leaf, "e", .node(.node(.leaf, "f", .leaf), "g", .leaf)))
+let labels = Generator<String> { yield in try tree.walk(depth: 0, yield) }
+for line in labels { print(line) }
+
 // MARK: §12.6 An actor counter
 
 heading("6. actor counter: six +1, one −1, then get")

@@ -96,6 +96,15 @@ static inline void ccoro_tls_set_coroutine(void *c, const ccoro_running *r) {
 }
 static inline void *ccoro_tls_scheduler(void) { return ccoro_tls_scheduler_do_not_touch; }
 static inline void ccoro_tls_set_scheduler(void *s) { ccoro_tls_scheduler_do_not_touch = s; }
+/// The guard-region record the stack-overflow reporter consults on this thread (may be NULL).
+static inline const ccoro_running *ccoro_tls_running(void) { return ccoro_tls_running_do_not_touch; }
+/// Points the stack-overflow reporter at `r` without changing the current coroutine (generators).
+static inline void ccoro_tls_set_running(const ccoro_running *r) { ccoro_tls_running_do_not_touch = r; }
+/// A token that identifies the calling thread for as long as it lives: the address of one of its
+/// thread-local slots (cheaper than a system call; compared, never dereferenced).
+static inline const void *ccoro_thread_token(void) { return (const void *)&ccoro_tls_scheduler_do_not_touch; }
+/// An address inside the calling function's frame: where the current stack pointer roughly is.
+__attribute__((always_inline)) static inline const void *ccoro_frame_address(void) { return __builtin_frame_address(0); }
 
 /// Everything a coroutine needs while it owns a stack, in manually allocated memory (never a
 /// Swift class property, so `ccoro_switch` never receives the address of a property).
@@ -117,6 +126,9 @@ void ccoro_report_overflow(const char *name, size_t stack_size, const char *why)
 
 // MARK: - Sanitizer fibers
 
+/// Non-zero when this build has ThreadSanitizer or AddressSanitizer, i.e. when the fiber calls
+/// below do anything (hot paths may skip them otherwise).
+extern const int ccoro_fibers_active;
 /// A sanitizer fiber handle for a stack (NULL when no sanitizer is active).
 void *ccoro_fiber_create(void);
 void ccoro_fiber_destroy(void *fiber);
@@ -126,8 +138,15 @@ void *ccoro_fiber_current(void);
 /// already known to the sanitizer). Call right before `ccoro_switch`; `finishing` is non-zero when
 /// the current stack is never resumed again.
 void ccoro_fiber_will_switch(void *fiber, const void *bottom, size_t size, void **fake_stack, int finishing);
+/// Clears AddressSanitizer's poison on a stack that is about to be reused: the last frames of its
+/// previous user never returned, so their redzones are still marked (no-op without ASan).
+void ccoro_stack_unpoison(const ccoro_stack *stack);
 /// Call right after a `ccoro_switch` returns into a stack.
 void ccoro_fiber_did_switch(void *fake_stack);
+/// Like `ccoro_fiber_did_switch`, and also reports the bounds of the stack that was switched away
+/// from (AddressSanitizer only; `*bottom_old` is NULL and `*size_old` 0 otherwise). Generators use
+/// it to learn their consumer's stack without asking the system.
+void ccoro_fiber_did_switch_from(void *fake_stack, const void **bottom_old, size_t *size_old);
 
 // MARK: - Dispatch main queue (Linux libdispatch exports these for CoreFoundation)
 

@@ -1,0 +1,161 @@
+import CCoroutines
+import Foundation
+import Testing
+@testable import Coroutines
+
+private struct BodyFailure: Error {}
+
+/// SPEC §8.2, §8.4, §8.5 and §15: generator traps and stack accounting, each in a child process.
+@Suite("Generators, in a child process", .serialized)
+struct GeneratorExitTests {
+    @Test("next() from inside the generator's own body traps with 'generator already running'")
+    func reentrantNext() async {
+        let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+            let holder = GeneratorHolder<Int>()
+            let g = Generator<Int> { yield in
+                try yield(1)
+                _ = holder.generator?.next()
+                try yield(2)
+            }
+            holder.generator = g
+            _ = g.next()
+            _ = g.next()
+        }
+        let stderr = String(decoding: result?.standardErrorContent ?? [], as: UTF8.self)
+        #expect(stderr.contains("generator already running"), "stderr: \(stderr)")
+    }
+
+    @Test("next() on another thread than the one the body suspended on traps")
+    func otherThread() async {
+        let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+            let g = Generator<Int> { yield in
+                var i = 0
+                while true { try yield(i); i += 1 }
+            }
+            _ = g.next()
+            nonisolated(unsafe) let unsafeG = g
+            let t = Thread { _ = unsafeG.next() }
+            t.start()
+            while true { sleep(1) }   // the other thread traps and ends the process
+        }
+        let stderr = String(decoding: result?.standardErrorContent ?? [], as: UTF8.self)
+        #expect(stderr.contains("generator resumed on a different thread"), "stderr: \(stderr)")
+    }
+
+    @Test("a body that swallows cancellation forever traps with 'generator body ignores cancellation'")
+    func endlessSwallowingBody() async {
+        let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+            let g = Generator<Int> { yield in
+                var i = 0
+                while true { try? yield(i); i += 1 }
+            }
+            _ = g.next()
+            g.cancel()
+        }
+        let stderr = String(decoding: result?.standardErrorContent ?? [], as: UTF8.self)
+        #expect(stderr.contains("generator body ignores cancellation"), "stderr: \(stderr)")
+    }
+
+    @Test("up to 1,000 swallowed yields after cancellation are allowed")
+    func limitIsOneThousand() async {
+        await #expect(processExitsWith: .success) {
+            var count = 0
+            let g = Generator<Int> { yield in
+                try? yield(0)                                  // the pending one, resumed by cancel
+                for i in 1...1000 { if (try? yield(i)) == nil { count += 1 } }
+            }
+            _ = g.next()
+            g.cancel()
+            if count != 1000 { exit(3) }
+        }
+    }
+
+    @Test("a yield escaped from its body and called outside it traps")
+    func escapedYield() async {
+        let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+            var escaped: Yield<Int>?
+            let g = Generator<Int> { yield in escaped = yield; try yield(1) }
+            _ = g.next()
+            try escaped?(2)
+        }
+        let stderr = String(decoding: result?.standardErrorContent ?? [], as: UTF8.self)
+        #expect(stderr.contains("yield used outside its generator's body"), "stderr: \(stderr)")
+    }
+
+    @Test("a suspended generator released on another thread leaks its stack and reports it")
+    func foreignRelease() async {
+        let result = await #expect(processExitsWith: .success, observing: [\.standardErrorContent]) {
+            var g: Generator<Int>? = Generator<Int> { yield in while true { try yield(1) } }
+            _ = g!.next()
+            nonisolated(unsafe) var moved = g
+            g = nil
+            let t = Thread { moved = nil }
+            t.start()
+            while !t.isFinished { usleep(1000) }
+            _ = moved
+        }
+        let stderr = String(decoding: result?.standardErrorContent ?? [], as: UTF8.self)
+        #expect(stderr.contains("released on a thread other than"), "stderr: \(stderr)")
+    }
+
+    @Test("stack overflow in a generator body is reported like a coroutine's")
+    func overflow() async {
+        let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+            let g = Generator<Int>(stackSize: 64 * 1024) { yield in try yield(recurseWithoutBound(0)) }
+            _ = g.next()
+        }
+        let stderr = String(decoding: result?.standardErrorContent ?? [], as: UTF8.self)
+        #expect(stderr.contains("coroutine stack overflow in 'generator'"), "stderr: \(stderr)")
+    }
+
+    @Test("stack overflow in a generator body, after it suspended its coroutine, is reported for the generator's stack")
+    func overflowAfterSuspensionInCoroutine() async {
+        let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+            let s = CoroutineScheduler(name: "overflow")
+            let c = Coroutine.launch(on: s, name: "consumer") {
+                let g = Generator<Int>(stackSize: 64 * 1024) { yield in
+                    try Coroutine.delay(.milliseconds(1))
+                    try yield(recurseWithoutBound(0))
+                }
+                _ = g.next()
+            }
+            try await c.join()
+        }
+        let stderr = String(decoding: result?.standardErrorContent ?? [], as: UTF8.self)
+        #expect(stderr.contains("coroutine stack overflow in 'generator' (stack size 65536"), "stderr: \(stderr)")
+    }
+
+    @Test("no stack is leaked: cancelled, released, exhausted and failed generators give their stacks back")
+    func stackAccounting() async {
+        await #expect(processExitsWith: .success) {
+            let allocator = StackAllocator.shared
+            // Warm the pool so that later takes reuse pooled stacks.
+            do { let g = Generator<Int> { try $0(1) }; _ = g.next() }
+            let inUse = allocator.stacksInUse
+            let pooled = allocator.stacksPooled
+            var defers = 0
+            for round in 0..<1_000 {
+                let g = Generator<Int> { yield in
+                    defer { defers += 1 }
+                    var i = 0
+                    while round % 4 != 2 || i < 3 {
+                        try yield(i); i += 1
+                        if round % 4 == 3 && i == 2 { throw BodyFailure() }
+                    }
+                }
+                _ = g.next()
+                _ = g.next()
+                if allocator.stacksInUse != inUse + 1 { exit(10) }   // exactly one stack held
+                switch round % 4 {
+                case 0: g.cancel()
+                case 1: break                                          // released below
+                case 2: while g.next() != nil {}                        // body returns
+                default: _ = g.next()                                 // body throws
+                }
+            }
+            if defers != 1_000 { exit(11) }
+            if allocator.stacksInUse != inUse { exit(12) }
+            if allocator.stacksPooled != pooled { exit(13) }
+        }
+    }
+}
