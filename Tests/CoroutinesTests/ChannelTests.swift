@@ -820,7 +820,7 @@ struct ChannelBasicTests {
 
 /// Traps (preconditions) checked in a child process. Serialized: an exit test holds a cooperative
 /// thread until its child ends. Select and sync-primitive exit tests extend this suite.
-@Suite("Channel traps, in a child process", .serialized)
+@Suite("Channel traps, in a child process", .serialized, .enabled(if: CoroutineTestKit.exitTestsEnabled))
 struct ChannelExitTests {
     @Test("a negative channel capacity is a precondition failure")
     func negativeCapacity() async {

@@ -185,8 +185,9 @@ struct CoroutineAwaitBridgeTests {
             let steps = PromiseTestLog<String>()
             let a = Coroutine.launch(on: s) {
                 steps.append("A waits")
-                // The guard turns a blocked scheduler into a failure instead of a hang.
-                let v = try Coroutine.await { try await gate.timeout(.seconds(5)).value }
+                // The guard turns a blocked scheduler into a failure instead of a hang (generous:
+                // under ThreadSanitizer with parallel suites, tasks can wait seconds for a thread).
+                let v = try Coroutine.await { try await gate.timeout(.seconds(60)).value }
                 steps.append("A resumed with \(v)")
             }
             let b = Coroutine.launch(on: s) {
@@ -295,8 +296,8 @@ struct CoroutineRunBridgeTests {
                 throw PromiseTestError.boom
             }
         }
-        // When we wait for it, at most two seconds
-        let endedInTime = (try? await ended.timeout(.seconds(2)).value) != nil
+        // When we wait for it, at most 60 seconds (a guard against a hang, generous for TSan)
+        let endedInTime = (try? await ended.timeout(.seconds(60)).value) != nil
         if !endedInTime { run.cancel() }   // Coroutine.run's cancellation handler wakes its scheduler
         // Then it had already ended, with the body's error
         #expect(endedInTime, "Coroutine.run did not return after its body threw")

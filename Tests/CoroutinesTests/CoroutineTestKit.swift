@@ -15,6 +15,13 @@ enum CoroutineTestKit {
         ProcessInfo.processInfo.environment["COROUTINES_HEAVY_TESTS"] != "0"
     }
 
+    /// False when CI sets `COROUTINES_EXIT_TESTS=0` (the ThreadSanitizer run): exit tests start
+    /// a child process each and hold a cooperative thread while it runs, which starves the
+    /// two-thread pool under TSan's slowdown; they run in the plain `swift test` step.
+    static var exitTestsEnabled: Bool {
+        ProcessInfo.processInfo.environment["COROUTINES_EXIT_TESTS"] != "0"
+    }
+
     /// The kernel id of the calling thread (gettid on Linux).
     static func threadID() -> UInt64 { ccoro_thread_id() }
 

@@ -92,7 +92,7 @@ struct StackTests {
 ///
 /// Serialized: on this toolchain an exit test holds one of the (two) cooperative threads until its
 /// child process ends, so running several at once would stall every other test.
-@Suite("Coroutine stacks, in a child process", .serialized)
+@Suite("Coroutine stacks, in a child process", .serialized, .enabled(if: CoroutineTestKit.exitTestsEnabled))
 struct StackExitTests {
     @Test("stackSize of zero or less, or above 64 MiB, is a precondition failure")
     func stackSizeOutOfRange() async {
