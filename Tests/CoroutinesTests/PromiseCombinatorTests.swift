@@ -303,10 +303,11 @@ struct PromiseTimeoutTests {
         // Given a timeout armed on Coroutine.run's temporary scheduler, returned out of it
         let p = Promise<Int>()
         let limited = try await Coroutine.run { p.timeout(.milliseconds(20)) }
-        // When we wait well past the deadline (a 1 s guard on a pool scheduler, so a hang fails instead)
+        // When we wait well past the deadline (a 10 s guard on a pool scheduler, so a hang fails
+        // instead; generous because CI runs this under ThreadSanitizer next to busy suites)
         let outcome = try await Promise.race([
             limited.then { "value \($0)" }.recover { "rejected: \($0)" },
-            Coroutine.async { try Coroutine.delay(.seconds(1)); return "still pending after 1 s" },
+            Coroutine.async { try Coroutine.delay(.seconds(10)); return "still pending after 10 s" },
         ]).value
         // Then it has timed out
         #expect(outcome == "rejected: \(PromiseError.timedOut)")
