@@ -78,6 +78,17 @@ SYM(ccoro_switch):
     .cfi_endproc
     SIZE(SYM(ccoro_switch))
 
+// On arm64 `ret` is predicted from x30, which ccoro_switch loads from the target frame: there is
+// no separate jump form to choose, so ccoro_switch_jump is the same switch.
+    .globl SYM(ccoro_switch_jump)
+    .p2align 4
+    TYPE(SYM(ccoro_switch_jump))
+SYM(ccoro_switch_jump):
+    .cfi_startproc
+    b SYM(ccoro_switch)
+    .cfi_endproc
+    SIZE(SYM(ccoro_switch_jump))
+
 // The first frame of every coroutine stack. Unwinders stop here: the return address is undefined.
     .globl SYM(ccoro_trampoline)
     .p2align 4

@@ -2,8 +2,8 @@
 //
 // ccoro_switch(ccoro_context *from /* rdi */, const ccoro_context *to /* rsi */)
 // pushes the callee-saved registers (rbp, rbx, r12-r15), MXCSR and the x87 control word onto
-// the current stack, stores rsp in from->sp, loads to->sp, pops the same layout and jumps to
-// the popped return address:
+// the current stack, stores rsp in from->sp, loads to->sp, pops the same layout and returns to
+// (ccoro_switch) or jumps to (ccoro_switch_jump) the popped return address:
 //
 //   sp+0   MXCSR (4 bytes) | x87 control word (2 bytes) | pad
 //   sp+8   r15
@@ -28,12 +28,8 @@
 #define SIZE(x) .size x, .-x
 #endif
 
-    .text
-    .globl SYM(ccoro_switch)
-    .p2align 4
-    TYPE(SYM(ccoro_switch))
-SYM(ccoro_switch):
-    .cfi_startproc
+// The save/load sequence shared by both switch functions (from `pushq %rbp` to `popq %rbp`).
+.macro CCORO_SWITCH_BODY
     pushq %rbp
     .cfi_adjust_cfa_offset 8
     .cfi_rel_offset %rbp, 0
@@ -83,16 +79,38 @@ SYM(ccoro_switch):
     popq %rbp
     .cfi_adjust_cfa_offset -8
     .cfi_restore %rbp
-    // Not `ret`: the return address belongs to the other stack, so the return-stack predictor
-    // would miss on every switch (and desynchronise the returns after it). An indirect jump is
-    // predicted by the branch target buffer instead: about half the cost per switch here.
-    // r8 is caller-saved, so the caller of ccoro_switch expects it clobbered.
+.endm
+
+// ccoro_switch returns with `ret`. When both sides of a switch suspended at the same call site
+// (two coroutines switching through the scheduler, the common case), the return-stack predictor
+// guesses the target right and stays in step with the calls and returns around the switch.
+    .text
+    .globl SYM(ccoro_switch)
+    .p2align 4
+    TYPE(SYM(ccoro_switch))
+SYM(ccoro_switch):
+    .cfi_startproc
+    CCORO_SWITCH_BODY
+    ret
+    .cfi_endproc
+    SIZE(SYM(ccoro_switch))
+
+// ccoro_switch_jump ends with an indirect jump instead: for switches whose two sides are at
+// different call sites (into a fresh stack's trampoline, between a generator's next() and its
+// yield), where `ret` would miss the return-stack prediction on every switch. The branch target
+// buffer predicts the jump instead. r8 is caller-saved, so callers expect it clobbered.
+    .globl SYM(ccoro_switch_jump)
+    .p2align 4
+    TYPE(SYM(ccoro_switch_jump))
+SYM(ccoro_switch_jump):
+    .cfi_startproc
+    CCORO_SWITCH_BODY
     popq %r8
     .cfi_adjust_cfa_offset -8
     .cfi_register %rip, %r8
     jmp *%r8
     .cfi_endproc
-    SIZE(SYM(ccoro_switch))
+    SIZE(SYM(ccoro_switch_jump))
 
 // The first frame of every coroutine stack. Unwinders stop here: the return address is undefined.
     .globl SYM(ccoro_trampoline)

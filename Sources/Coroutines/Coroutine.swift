@@ -42,6 +42,9 @@ public final class Coroutine: @unchecked Sendable, Hashable, CustomStringConvert
     let cancelledFlag = Atomic<Bool>(false)
     let statusValue = Atomic<UInt8>(CoroutineStatus.created.rawValue)
     let waitKindValue = Atomic<UInt8>(WaitKind.none.rawValue)
+    /// Whether the coroutine was switched to at least once (the first switch enters the
+    /// trampoline and uses `ccoro_switch_jump`). Confined to the scheduler's thread.
+    @exclusivity(unchecked) var hasRun = false
 
     /// The name given at launch, used by `dumpAll()`, errors and the stack-overflow report.
     public let name: String?

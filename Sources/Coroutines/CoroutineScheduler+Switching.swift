@@ -18,7 +18,15 @@ extension CoroutineScheduler {
         let r = c.record.unsafelyUnwrapped
         ccoro_tls_set_coroutine(Unmanaged.passUnretained(c).toOpaque(), &r.pointee.running)
         ccoro_fiber_will_switch(r.pointee.fiber, r.pointee.stack.base, r.pointee.stack.size, &from.pointee.fake_stack, 0)
-        ccoro_switch(&from.pointee.context, &r.pointee.context)
+        // `ret` only where both sides suspended at the same call site: a started coroutine
+        // switching directly to another (both in switchAway). Into a fresh stack's trampoline, or
+        // from the loop, the return-stack prediction would miss: jump instead.
+        if c.hasRun && from != loopRecord {
+            ccoro_switch(&from.pointee.context, &r.pointee.context)
+        } else {
+            c.hasRun = true
+            ccoro_switch_jump(&from.pointee.context, &r.pointee.context)
+        }
         ccoro_fiber_did_switch(from.pointee.fake_stack)
     }
 
@@ -36,7 +44,7 @@ extension CoroutineScheduler {
         ccoro_tls_set_coroutine(nil, nil)
         ccoro_fiber_will_switch(loopRecord.pointee.fiber, loopRecord.pointee.stack.base,
                                 loopRecord.pointee.stack.size, &r.pointee.fake_stack, 0)
-        ccoro_switch(&r.pointee.context, &loopRecord.pointee.context)
+        ccoro_switch_jump(&r.pointee.context, &loopRecord.pointee.context)   // to the loop's call site
         ccoro_fiber_did_switch(r.pointee.fake_stack)
     }
 
@@ -111,7 +119,7 @@ extension CoroutineScheduler {
 private let coroutineEntry: @convention(c) (UnsafeMutableRawPointer?) -> Void = { arg in
     let exit = runCoroutine(arg.unsafelyUnwrapped)
     ccoro_fiber_will_switch(exit.loop.pointee.fiber, exit.loop.pointee.stack.base, exit.loop.pointee.stack.size, nil, 1)
-    ccoro_switch(exit.from, UnsafeMutableRawPointer(exit.loop).assumingMemoryBound(to: ccoro_context.self))
+    ccoro_switch_jump(exit.from, UnsafeMutableRawPointer(exit.loop).assumingMemoryBound(to: ccoro_context.self))
     fatalError("internal inconsistency: a finished coroutine was resumed")
 }
 

@@ -24,6 +24,10 @@ typedef struct ccoro_context {
 /// Saves the current registers on the current stack, stores the stack pointer in `from->sp`,
 /// loads `to->sp` and returns into the context saved there.
 void ccoro_switch(ccoro_context *from, const ccoro_context *to);
+/// The same switch ending with an indirect jump instead of `ret` (x86_64): for switches whose two
+/// sides are at different call sites (into a fresh stack, generator next()/yield), where `ret`
+/// would miss the return-stack prediction every time. Identical to ccoro_switch on arm64.
+void ccoro_switch_jump(ccoro_context *from, const ccoro_context *to);
 
 /// Lays out a first frame on a fresh stack so that switching to `ctx` calls `entry(arg)` on it.
 /// `stack_top` must be 16-byte aligned. `entry` must never return.

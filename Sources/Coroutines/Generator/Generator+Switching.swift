@@ -108,7 +108,7 @@ func generatorSwitchIn(_ f: UnsafeMutablePointer<GeneratorFrame>) {
         f.pointee.consumerFiber = ccoro_fiber_current()
         ccoro_fiber_will_switch(r.pointee.fiber, r.pointee.stack.base, r.pointee.stack.size, &f.pointee.consumerFakeStack, 0)
     }
-    ccoro_switch(&f.pointee.consumer, &r.pointee.context)
+    ccoro_switch_jump(&f.pointee.consumer, &r.pointee.context)
     if ccoro_fibers_active != 0 { ccoro_fiber_did_switch(f.pointee.consumerFakeStack) }
     ccoro_tls_set_running(f.pointee.previousRunning)
     if f.pointee.hostRecord != nil { releaseHost(f) }
@@ -126,7 +126,7 @@ func generatorSuspend(_ f: UnsafeMutablePointer<GeneratorFrame>) throws {
     if ccoro_fibers_active != 0 {
         ccoro_fiber_will_switch(f.pointee.consumerFiber, f.pointee.consumerBottom, f.pointee.consumerSize, &r.pointee.fake_stack, 0)
     }
-    ccoro_switch(&r.pointee.context, &f.pointee.consumer)
+    ccoro_switch_jump(&r.pointee.context, &f.pointee.consumer)
     if ccoro_fibers_active != 0 {
         ccoro_fiber_did_switch_from(r.pointee.fake_stack, &f.pointee.consumerBottom, &f.pointee.consumerSize)
     }
@@ -200,7 +200,7 @@ private let generatorEntry: @convention(c) (UnsafeMutableRawPointer?) -> Void = 
     let f = runGeneratorBody(arg.unsafelyUnwrapped)
     let r = f.pointee.stack.unsafelyUnwrapped
     ccoro_fiber_will_switch(f.pointee.consumerFiber, f.pointee.consumerBottom, f.pointee.consumerSize, nil, 1)
-    ccoro_switch(&r.pointee.context, &f.pointee.consumer)
+    ccoro_switch_jump(&r.pointee.context, &f.pointee.consumer)
     fatalError("internal inconsistency: a finished generator was resumed")
 }
 
