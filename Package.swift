@@ -12,15 +12,19 @@ let package = Package(
     products: [
         .library(name: "Coroutines", targets: ["Coroutines"]),
         .library(name: "QueuePool", targets: ["QueuePool"]),
+        .library(name: "CoroutinesFoundation", targets: ["CoroutinesFoundation"]),
         .executable(name: "coroutines-demo", targets: ["coroutines-demo"]),
     ],
     targets: [
         .target(name: "CCoroutines"),
         .target(name: "QueuePool", swiftSettings: swiftSettings),
         .target(name: "Coroutines", dependencies: ["CCoroutines", "QueuePool"], swiftSettings: swiftSettings),
+        .target(name: "CoroutinesFoundation", dependencies: ["Coroutines", "CCoroutines"], swiftSettings: swiftSettings),
         .executableTarget(name: "coroutines-demo", dependencies: ["Coroutines", "QueuePool"], swiftSettings: swiftSettings),
         .executableTarget(name: "coroutines-bench", dependencies: ["Coroutines", "CCoroutines"], swiftSettings: swiftSettings),
         .testTarget(name: "CoroutinesTests", dependencies: ["Coroutines", "CCoroutines"], swiftSettings: swiftSettings),
+        .testTarget(name: "CoroutinesFoundationTests", dependencies: ["CoroutinesFoundation", "Coroutines"],
+                    swiftSettings: swiftSettings),
         .testTarget(name: "QueuePoolTests", dependencies: ["QueuePool"], swiftSettings: swiftSettings),
     ]
 )
