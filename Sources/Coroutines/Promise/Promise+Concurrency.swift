@@ -13,16 +13,17 @@ extension Promise {
             return try await withTaskCancellationHandler {
                 try await withCheckedThrowingContinuation { (k: CheckedContinuation<Value, any Error>) in
                     // nil: waiting; otherwise resume now with this outcome.
-                    let now: Result<Value, any Error>? = state.locked { s in
-                        if let r = s.result { return r }
-                        if Task.isCancelled { return .failure(CancellationError()) }
-                        _ = s.add(.continuation(id: id, k))
+                    let resume: @Sendable (PromiseOutcome) -> Void = { k.resume(with: $0.result(as: Value.self)) }
+                    let now: PromiseOutcome? = state.locked { s in
+                        if let o = s.outcome { return o }
+                        if Task.isCancelled { return .rejected(CancellationError()) }
+                        _ = s.add(.continuation(id: id, resume))
                         return nil
                     }
-                    if let now { k.resume(with: now) }
+                    if let now { resume(now) }
                 }
             } onCancel: {
-                state.locked { $0.removeContinuation(id: id) }?.resume(throwing: CancellationError())
+                state.locked { $0.removeContinuation(id: id) }?(.rejected(CancellationError()))
             }
         }
     }

@@ -18,7 +18,9 @@ import Synchronization
 /// scheduler current when they were registered (else a pool scheduler), never inside
 /// `fulfill`/`reject` (SPEC §5).
 public final class Promise<Value: Sendable>: Sendable {
-    @usableFromInline let state: Mutex<PromiseStateMachine<Value>>
+    /// Non-generic state (the value is type-erased), so that releasing a promise looks up no
+    /// generic metadata.
+    @usableFromInline let state: Mutex<PromiseStateMachine>
 
     /// Creates a pending promise.
     @inlinable
@@ -69,17 +71,17 @@ public final class Promise<Value: Sendable>: Sendable {
     public func cancel() {
         // Rejection and taking the handlers are one step: a racing fulfil either wins before it
         // (nothing happens here) or loses (the handlers run).
-        let r: Result<Value, any Error> = .failure(CancellationError())
-        let taken: (WaiterList<@Sendable () -> Void>, Coroutine?, PromiseStateMachine<Value>.Settled)? = state.locked { s in
-            guard s.result == nil else { return nil }
+        let o = PromiseOutcome.rejected(CancellationError())
+        let taken: (WaiterList<@Sendable () -> Void>, Coroutine?, PromiseStateMachine.Settled)? = state.locked { s in
+            guard s.isPending else { return nil }
             let handlers = s.cancel()
             let coroutine = s.linkedCoroutine
-            guard let settled = s.settle(r) else { return nil }
-            dispatchObservers(settled, r)
+            guard let settled = s.settle(o) else { return nil }
+            Self.dispatchObservers(settled, o)
             return (handlers, coroutine, settled)
         }
         guard let (handlers, coroutine, settled) = taken else { return }
-        resumeWaiters(settled, r)
+        Self.resumeWaiters(settled, o)
         coroutine?.cancel()
         handlers.forEach { $0() }
     }
@@ -96,17 +98,17 @@ public final class Promise<Value: Sendable>: Sendable {
     /// Links the coroutine of `Coroutine.async`: cancelling the promise cancels it.
     @usableFromInline
     func link(_ c: Coroutine) {
-        state.locked { s in if s.result == nil { s.linkedCoroutine = c } }
+        state.locked { s in if s.isPending { s.linkedCoroutine = c } }
     }
 
     /// Whether the promise is not settled yet.
-    public var isPending: Bool { state.locked { $0.result == nil } }
+    public var isPending: Bool { state.locked { $0.isPending } }
     /// Whether the promise was fulfilled.
-    public var isFulfilled: Bool { state.locked { if case .success? = $0.result { true } else { false } } }
+    public var isFulfilled: Bool { state.locked { if case .fulfilled? = $0.outcome { true } else { false } } }
     /// Whether the promise was rejected (including by ``cancel()``).
-    public var isRejected: Bool { state.locked { if case .failure? = $0.result { true } else { false } } }
+    public var isRejected: Bool { state.locked { if case .rejected? = $0.outcome { true } else { false } } }
     /// The settlement, or nil while pending.
-    public var result: Result<Value, any Error>? { state.locked { $0.result } }
+    public var result: Result<Value, any Error>? { state.locked { $0.outcome }?.result(as: Value.self) }
 
     /// Suspends the current coroutine until the promise settles.
     ///
@@ -128,10 +130,10 @@ public final class Promise<Value: Sendable>: Sendable {
         }, unregister: { ticket in
             state.locked { $0.remove(ticket) }
         })
-        guard let r = state.locked({ $0.result }) else {
+        guard let o = state.locked({ $0.outcome }) else {
             preconditionFailure("internal inconsistency: a promise waiter was resumed while pending")
         }
-        return try r.get()
+        return try o.result(as: Value.self).get()
     }
 
     /// Adds an observer that runs once with the settlement, as a job on the scheduler current now
@@ -139,40 +141,42 @@ public final class Promise<Value: Sendable>: Sendable {
     @inlinable
     func observe(_ body: @escaping @Sendable (Result<Value, any Error>) -> Void) {
         let scheduler = CoroutineScheduler.forObservers()
+        let typed: @Sendable (PromiseOutcome) -> Void = { body($0.result(as: Value.self)) }
         state.locked { s in
             // Queued under the lock, so observers reach a scheduler in registration order even
             // when the promise is being settled on another thread right now.
-            if let r = s.add(.observer(scheduler, body)) { scheduler.execute { body(r) } }
+            if let o = s.add(.observer(scheduler, typed)) { scheduler.execute { typed(o) } }
         }
     }
 
     @inlinable
     func settle(_ r: Result<Value, any Error>) -> Bool {
-        let settled: PromiseStateMachine<Value>.Settled? = state.locked { s in
-            guard let settled = s.settle(r) else { return nil }
-            dispatchObservers(settled, r)
+        let o = PromiseOutcome(r)
+        let settled: PromiseStateMachine.Settled? = state.locked { s in
+            guard let settled = s.settle(o) else { return nil }
+            Self.dispatchObservers(settled, o)
             return settled
         }
         guard let settled else { return false }
-        resumeWaiters(settled, r)
+        Self.resumeWaiters(settled, o)
         return true
     }
 
     /// Queues the observers of a settlement as jobs (under the lock: see `observe`). Queuing runs
     /// no user code.
-    @inlinable
-    func dispatchObservers(_ settled: PromiseStateMachine<Value>.Settled, _ r: Result<Value, any Error>) {
+    @usableFromInline
+    static func dispatchObservers(_ settled: PromiseStateMachine.Settled, _ o: PromiseOutcome) {
         for case .observer(let scheduler, let body) in settled.others {
-            scheduler.execute { body(r) }
+            scheduler.execute { body(o) }
         }
     }
 
     /// Resumes the coroutines and tasks of a settlement (after the lock is released).
     @inlinable
-    func resumeWaiters(_ settled: PromiseStateMachine<Value>.Settled, _ r: Result<Value, any Error>) {
+    static func resumeWaiters(_ settled: PromiseStateMachine.Settled, _ o: PromiseOutcome) {
         settled.coroutines.forEach { $0.resume() }
-        for case .continuation(_, let k) in settled.others {
-            k.resume(with: r)
+        for case .continuation(_, let resume) in settled.others {
+            resume(o)
         }
     }
 }

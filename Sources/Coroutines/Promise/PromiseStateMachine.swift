@@ -1,22 +1,90 @@
 import Synchronization
-/// The pure state of a promise: pending with waiters, or settled with a result.
+
+/// A promise's settlement with the value's type erased, so that the promise's state — and thus
+/// releasing a `Promise<Value>` — involves no generic type built from `Value` (the runtime would
+/// look its metadata up in a hash table on every release).
+@usableFromInline
+enum PromiseOutcome: @unchecked Sendable {   // the erased values are Sendable `Value`s
+    case fulfilled(ErasedValue)
+    case rejected(any Error)
+
+    /// The settlement typed back (the caller knows `Value`).
+    @inlinable
+    func result<Value>(as _: Value.Type) -> Result<Value, any Error> {
+        switch self {
+        case .fulfilled(let v): .success(v.value(as: Value.self))
+        case .rejected(let e): .failure(e)
+        }
+    }
+
+    @inlinable
+    init<Value>(_ r: Result<Value, any Error>) {
+        switch r {
+        case .success(let v): self = .fulfilled(ErasedValue(v))
+        case .failure(let e): self = .rejected(e)
+        }
+    }
+}
+
+/// A value of a type known only to the code that stored it: its bytes inline when it is a small
+/// plain-old-data type (`Int`, `Void`, small structs of such), else a box.
+@usableFromInline
+struct ErasedValue {
+    @usableFromInline var bits: (UInt64, UInt64) = (0, 0)
+    @usableFromInline var box: AnyObject?
+
+    @inlinable
+    init<Value>(_ v: Value) {
+        if Self.storesInline(Value.self) {
+            withUnsafeMutableBytes(of: &bits) { $0.storeBytes(of: v, as: Value.self) }
+        } else {
+            box = ValueBox(v)
+        }
+    }
+
+    @inlinable
+    static func storesInline<Value>(_: Value.Type) -> Bool {
+        _isPOD(Value.self) && MemoryLayout<Value>.size <= 16 && MemoryLayout<Value>.alignment <= 8
+    }
+
+    /// The value; `Value` must be the type it was stored with.
+    @inlinable
+    func value<Value>(as _: Value.Type) -> Value {
+        if Self.storesInline(Value.self) {
+            return withUnsafeBytes(of: bits) { $0.load(as: Value.self) }
+        }
+        return unsafeDowncast(box.unsafelyUnwrapped, to: ValueBox<Value>.self).value
+    }
+}
+
+/// Holds an erased value that is not stored inline. Its only stored property has the bare type
+/// `Value`, so releasing it needs no metadata lookup either.
+@usableFromInline
+final class ValueBox<Value> {
+    @usableFromInline let value: Value
+    @inlinable init(_ value: Value) { self.value = value }
+}
+
+/// The pure state of a promise: pending with waiters, or settled with an outcome.
 ///
 /// Invariants:
-/// * `result == nil` ⇔ pending; once set it never changes (first settlement wins, SPEC §5.1).
-/// * `waiters` and `cancelHandlers` are empty once settled: settling hands every waiter to the caller, which resumes
-///   them after releasing the lock.
+/// * `outcome == nil` ⇔ pending; once set it never changes (first settlement wins, SPEC §5.1).
+/// * `coroutines`, `others` and `cancelHandlers` are empty once settled: settling hands every
+///   waiter to the caller, which resumes them after releasing the lock.
 /// * `cancelHandlers` run at most once: they are handed out when the promise is cancelled, and a
 ///   handler added afterwards is handed back at once to be run.
+///
+/// Nothing here depends on the promise's `Value` (see ``PromiseOutcome``).
 @usableFromInline
-struct PromiseStateMachine<Value: Sendable> {
+struct PromiseStateMachine {
     /// A waiter that is not a coroutine (coroutines, the hot path, have their own list of plain
     /// tickets so that no multi-payload enum is copied when a coroutine waits).
     @usableFromInline
     enum Waiter {
-        /// A Swift task awaiting `value`.
-        case continuation(id: UInt64, CheckedContinuation<Value, any Error>)
+        /// A Swift task awaiting `value`: resumes its continuation with the outcome.
+        case continuation(id: UInt64, @Sendable (PromiseOutcome) -> Void)
         /// An observer (`then`, `catch`, …) to run as a job on a scheduler.
-        case observer(CoroutineScheduler, @Sendable (Result<Value, any Error>) -> Void)
+        case observer(CoroutineScheduler, @Sendable (PromiseOutcome) -> Void)
     }
 
     /// What a settlement hands back to be resumed outside the lock.
@@ -30,7 +98,7 @@ struct PromiseStateMachine<Value: Sendable> {
         }
     }
 
-    @usableFromInline var result: Result<Value, any Error>?
+    @usableFromInline var outcome: PromiseOutcome?
     @usableFromInline var coroutines = WaiterList<WaitTicket>()
     @usableFromInline var others: [Waiter] = []
     @usableFromInline var cancelHandlers = WaiterList<@Sendable () -> Void>()
@@ -41,11 +109,14 @@ struct PromiseStateMachine<Value: Sendable> {
     @inlinable
     init() {}
 
+    @inlinable
+    var isPending: Bool { outcome == nil }
+
     /// Settles; returns the waiters to resume, or nil if already settled.
     @inlinable
-    mutating func settle(_ r: Result<Value, any Error>) -> Settled? {
-        guard result == nil else { return nil }
-        result = r
+    mutating func settle(_ o: PromiseOutcome) -> Settled? {
+        guard outcome == nil else { return nil }
+        outcome = o
         let settled = Settled(coroutines: coroutines, others: others)
         coroutines = WaiterList()
         others = []
@@ -68,7 +139,7 @@ struct PromiseStateMachine<Value: Sendable> {
     @inlinable
     mutating func addCancelHandler(_ h: @escaping @Sendable () -> Void) -> Bool {
         if isCancelled { return true }
-        if result != nil { return false }   // settled otherwise: never cancelled now
+        if outcome != nil { return false }   // settled otherwise: never cancelled now
         cancelHandlers.append(h)
         return false
     }
@@ -76,15 +147,15 @@ struct PromiseStateMachine<Value: Sendable> {
     /// Adds a coroutine waiter unless settled; returns true if settled.
     @inlinable
     mutating func add(_ ticket: WaitTicket) -> Bool {
-        if result != nil { return true }
+        if outcome != nil { return true }
         coroutines.append(ticket)
         return false
     }
 
-    /// Adds a task or observer waiter unless settled; returns the result if settled.
+    /// Adds a task or observer waiter unless settled; returns the outcome if settled.
     @inlinable
-    mutating func add(_ w: Waiter) -> Result<Value, any Error>? {
-        if let result { return result }
+    mutating func add(_ w: Waiter) -> PromiseOutcome? {
+        if let outcome { return outcome }
         others.append(w)
         return nil
     }
@@ -97,9 +168,9 @@ struct PromiseStateMachine<Value: Sendable> {
 
     /// Removes and returns a task's waiter.
     @inlinable
-    mutating func removeContinuation(id: UInt64) -> CheckedContinuation<Value, any Error>? {
+    mutating func removeContinuation(id: UInt64) -> (@Sendable (PromiseOutcome) -> Void)? {
         guard let i = others.firstIndex(where: { if case .continuation(id, _) = $0 { return true } else { return false } }),
-              case .continuation(_, let k) = others.remove(at: i) else { return nil }
-        return k
+              case .continuation(_, let resume) = others.remove(at: i) else { return nil }
+        return resume
     }
 }
