@@ -17,7 +17,7 @@ struct RingBuffer<Element> {
 
     @inlinable var first: Element? { count == 0 ? nil : storage[head] }
 
-    @inlinable mutating func append(_ element: Element) {
+    @inlinable mutating func append(_ element: __owned Element) {
         if count == storage.count { grow() }
         var tail = head + count
         if tail >= storage.count { tail -= storage.count }

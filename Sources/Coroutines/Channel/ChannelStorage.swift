@@ -67,7 +67,7 @@ final class ChannelStorage<Element>: ChannelCore, @unchecked Sendable {
                                                    element: UnsafeMutableRawPointer(element),
                                                    outcome: outcome, caseIndex: 0))
                 lock.unlock()
-                try c.suspend(armedEpoch: epoch, .channel, unregister: withdrawSender)
+                try c.suspend(armedEpoch: epoch, .channel) { [unowned(unsafe) self] in self.withdrawSender($0) }
             }
         }
         if outcome.closed { throw ChannelError.closed }
@@ -110,7 +110,7 @@ final class ChannelStorage<Element>: ChannelCore, @unchecked Sendable {
                                                      element: UnsafeMutableRawPointer(slot),
                                                      outcome: outcome, caseIndex: 0))
                 lock.unlock()
-                try c.suspend(armedEpoch: epoch, .channel, unregister: withdrawReceiver)
+                try c.suspend(armedEpoch: epoch, .channel) { [unowned(unsafe) self] in self.withdrawReceiver($0) }
             }
             // A completed wake: the claimer either initialised the slot or marked the outcome
             // closed (SPEC §4.4: the operation completed, so it returns normally).

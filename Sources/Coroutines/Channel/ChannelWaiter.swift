@@ -51,7 +51,7 @@ struct ChannelWaitQueue {
 
     @inlinable var count: Int { items.count }
 
-    @inlinable mutating func append(_ waiter: ChannelWaiter) {
+    @inlinable mutating func append(_ waiter: __owned ChannelWaiter) {
         items.append(waiter)
     }
 
