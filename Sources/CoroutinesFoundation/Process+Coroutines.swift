@@ -38,7 +38,8 @@ extension Process {
     /// first; this method replaces `standardOutput` and `standardError` with pipes and sets
     /// `terminationHandler`. No thread is held while waiting: the pipes are read in the calling
     /// coroutine (standard error in a child coroutine) as the scheduler's poller reports them
-    /// readable, and the exit arrives through `terminationHandler`.
+    /// readable, and the exit arrives through `terminationHandler`. The child starts with no
+    /// signal blocked, whatever the scheduler thread's own signal mask.
     ///
     /// ## Cancellation
     /// Cancelling the coroutine (or an expiring `withTimeout`) sends `SIGTERM` to the process
@@ -59,7 +60,7 @@ extension Process {
         terminationHandler = { p in
             exited.fulfill(ExitInfo(status: p.terminationStatus, reason: p.terminationReason))
         }
-        try run()
+        try Self.withSignalsUnblocked { try run() }
         let outFD = out.fileHandleForReading.fileDescriptor
         let errFD = err.fileHandleForReading.fileDescriptor
         // The pipes' write ends must close in this process too, or the reads never see the end.
@@ -78,6 +79,21 @@ extension Process {
             if isRunning { terminate() }
             throw error
         }
+    }
+
+    /// Runs `body` with no signal blocked on the calling thread, then restores its mask.
+    ///
+    /// A child process inherits the signal mask of the thread that spawns it, and Foundation's
+    /// `Process` does not reset it. Threads started from libdispatch workers (a Swift-concurrency
+    /// thread, say) block nearly every signal, and so would the child — `terminate()` (SIGTERM)
+    /// and Ctrl-C would not reach it. The window is the duration of `run()`; a signal pending
+    /// for this thread is delivered in it, as it would be on a thread that never blocked it.
+    private static func withSignalsUnblocked<T>(_ body: () throws -> T) rethrows -> T {
+        var none = sigset_t(), saved = sigset_t()
+        sigemptyset(&none)
+        pthread_sigmask(SIG_SETMASK, &none, &saved)
+        defer { pthread_sigmask(SIG_SETMASK, &saved, nil) }
+        return try body()
     }
 
     /// Reads a pipe until its end, suspending while it is empty.
