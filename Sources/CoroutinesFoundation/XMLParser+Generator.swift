@@ -42,8 +42,10 @@ extension XMLParser {
     /// parser (`shouldProcessNamespaces`, …) before that, and do not call `parse()` yourself.
     ///
     /// ## Ending
-    /// After `.endDocument` the sequence ends. A malformed document ends the sequence early and
-    /// the parser's error is kept in the generator's `error`. Cancelling the generator, or
+    /// After `.endDocument` the sequence ends. For a malformed document the first error the
+    /// parser reports (`XMLParser.errorDomain`) is kept in the generator's `error` when the
+    /// sequence ends; the parser may stop at once or, as libxml2 does for some faults, recover
+    /// and report a few more events first. Cancelling the generator, or
     /// releasing it before the end, stops the parser cleanly: the pending callback's `yield`
     /// throws, the parser is told to `abortParsing()`, `parse()` returns, and the parser, its
     /// delegate and the generator's stack are released; the generator's `error` is then
@@ -66,7 +68,9 @@ extension XMLParser {
             defer { self.delegate = nil }
             let finished = parse()
             if let stop = delegate.stop { throw stop }
-            if !finished { throw parserError ?? CocoaError(.coderReadCorrupt) }
+            // corelibs' parse() can return true after reporting a fatal error to the delegate.
+            if let failure = delegate.failure ?? (finished ? nil : parserError) { throw failure }
+            if !finished { throw CocoaError(.coderReadCorrupt) }
         }
     }
 }
@@ -76,6 +80,8 @@ private final class XMLEventDelegate: NSObject, XMLParserDelegate {
     private let yield: Yield<XMLEvent>
     /// What stopped the parse from our side (the generator was cancelled or released).
     private(set) var stop: (any Error)?
+    /// The first parse error the parser reported.
+    private(set) var failure: (any Error)?
 
     init(yield: Yield<XMLEvent>) {
         self.yield = yield
@@ -89,6 +95,10 @@ private final class XMLEventDelegate: NSObject, XMLParserDelegate {
             stop = error
             parser.abortParsing()
         }
+    }
+
+    func parser(_ parser: XMLParser, parseErrorOccurred parseError: any Error) {
+        if failure == nil { failure = parseError }
     }
 
     func parserDidStartDocument(_ parser: XMLParser) { emit(.startDocument, parser) }
