@@ -1,3 +1,4 @@
+import CCoroutines
 import Foundation
 
 /// A pool of plain threads for blocking work, so that coroutines can wait for it without
@@ -21,6 +22,9 @@ import Foundation
 /// beyond the pool's size. Blocking work mostly sleeps in the kernel, so a thread per pending
 /// job costs address space for its stack and little else — the choice Go's runtime makes for
 /// blocking system calls.
+///
+/// Releasing a pool lets its threads end: each finishes the jobs still queued, then exits.
+/// ``shared`` is never released.
 ///
 /// ## Threading
 /// All methods are thread-safe. Pool threads are never scheduler threads: code on them sees
@@ -71,9 +75,13 @@ public final class BlockingPool: Sendable {
     /// Threads currently alive in the pool (busy or idle). For tests and diagnostics.
     /// - Complexity: O(1). Thread-safe.
     public var liveThreadCount: Int { core.liveThreads }
+
+    deinit {
+        core.close()
+    }
 }
 
-/// The pool's shared state.
+/// The pool's shared state; its threads keep it alive.
 private final class Core: @unchecked Sendable {
     let keep: Int
     let ceiling: Int
@@ -86,7 +94,8 @@ private final class Core: @unchecked Sendable {
     /// Live threads, and those of them waiting for work. Guarded by `condition`.
     var threads = 0
     var idle = 0
-    var spawned = 0
+    /// The pool was released: idle threads end once the queue is empty. Guarded by `condition`.
+    var closing = false
 
     init(keep: Int, ceiling: Int, idleTimeout: Duration) {
         self.keep = keep
@@ -104,26 +113,42 @@ private final class Core: @unchecked Sendable {
     func submit(_ job: @escaping @Sendable () -> Void) {
         condition.lock()
         jobs.append(job)
-        let pending = jobs.count - head
-        var spawn: Int? = nil
-        if pending > idle && threads < ceiling {
-            threads += 1
-            spawned += 1
-            spawn = spawned
-        }
+        let spawn = jobs.count - head > idle && threads < ceiling
+        if spawn { threads += 1 }
         if idle > 0 { condition.signal() }
         condition.unlock()
-        if let n = spawn { start(number: n) }
+        if spawn { startThread() }
     }
 
-    private func start(number: Int) {
-        let thread = Thread { [self] in work() }
-        thread.name = "BlockingPool-\(number)"
-        thread.start()
+    /// Lets every thread end once the queue is empty (the pool handle was released).
+    func close() {
+        condition.lock()
+        closing = true
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    /// Starts a detached pool thread (plain pthread: cheaper to start than `Foundation.Thread`,
+    /// which matters when a burst of blocking jobs needs hundreds at once).
+    private func startThread() {
+        let context = Unmanaged.passRetained(self).toOpaque()
+        let result = ccoro_thread_start({ context in
+            let core = Unmanaged<Core>.fromOpaque(context!).takeRetainedValue()
+            ccoro_set_thread_name("blocking-pool")
+            core.work()
+        }, context)
+        if result != 0 {
+            Unmanaged<Core>.fromOpaque(context).release()
+            condition.lock()
+            threads -= 1
+            let stranded = threads == 0 && head < jobs.count
+            condition.unlock()
+            precondition(!stranded, "BlockingPool: cannot start a thread (error \(result)) and none is running")
+        }
     }
 
     /// A pool thread's loop: take the oldest job, run it, repeat; a thread beyond `keep` ends
-    /// after `idleTimeout` without work.
+    /// after `idleTimeout` without work, and every thread ends once the pool is closed and empty.
     private func work() {
         condition.lock()
         while true {
@@ -137,19 +162,18 @@ private final class Core: @unchecked Sendable {
                 condition.lock()
                 continue
             }
+            if closing { break }
             idle += 1
             if threads > keep {
                 let signalled = condition.wait(until: Date(timeIntervalSinceNow: idleTimeout))
                 idle -= 1
-                if !signalled && head == jobs.count && threads > keep {
-                    threads -= 1
-                    condition.unlock()
-                    return
-                }
+                if !signalled && head == jobs.count && threads > keep { break }
             } else {
                 condition.wait()
                 idle -= 1
             }
         }
+        threads -= 1
+        condition.unlock()
     }
 }

@@ -33,6 +33,12 @@ public struct SuspendingFileManager: @unchecked Sendable {
     fileprivate let manager: FileManager
 
     /// Creates a directory: `FileManager.createDirectory(at:withIntermediateDirectories:attributes:)`.
+    /// - Parameters:
+    ///   - url: The directory to create.
+    ///   - withIntermediateDirectories: Create missing parents too; if false, a missing parent
+    ///     or an existing directory is an error.
+    ///   - attributes: File attributes for the new directories, or nil.
+    /// - Throws: Foundation's `CocoaError`; `CancellationError`; `notInCoroutine` (see the type).
     /// - Suspends: yes, inside a coroutine; resumes on its scheduler.
     /// - Complexity: O(path components) file-system calls.
     public func createDirectory(at url: URL, withIntermediateDirectories: Bool = false,
@@ -45,6 +51,9 @@ public struct SuspendingFileManager: @unchecked Sendable {
     }
 
     /// Copies a file or directory tree: `FileManager.copyItem(at:to:)`.
+    /// - Parameters:
+    ///   - source: The item to copy.
+    ///   - destination: Where the copy goes; must not exist.
     /// - Throws: `CocoaError.fileNoSuchFile` for a missing source, `.fileWriteFileExists` when
     ///   the destination exists, …
     /// - Suspends: yes, inside a coroutine; resumes on its scheduler.
@@ -55,6 +64,10 @@ public struct SuspendingFileManager: @unchecked Sendable {
     }
 
     /// Moves or renames an item: `FileManager.moveItem(at:to:)`.
+    /// - Parameters:
+    ///   - source: The item to move.
+    ///   - destination: Its new location; must not exist.
+    /// - Throws: Foundation's `CocoaError`; `CancellationError`; `notInCoroutine` (see the type).
     /// - Suspends: yes, inside a coroutine; resumes on its scheduler.
     /// - Complexity: O(1) on one file system; O(bytes) across file systems.
     public func moveItem(at source: URL, to destination: URL) throws {
@@ -63,6 +76,7 @@ public struct SuspendingFileManager: @unchecked Sendable {
     }
 
     /// Removes a file or a directory tree: `FileManager.removeItem(at:)`.
+    /// - Parameter url: The item to remove.
     /// - Throws: `CocoaError.fileNoSuchFile` when nothing is there, …
     /// - Suspends: yes, inside a coroutine; resumes on its scheduler.
     /// - Complexity: O(items removed).
@@ -73,7 +87,12 @@ public struct SuspendingFileManager: @unchecked Sendable {
 
     /// The items of a directory:
     /// `FileManager.contentsOfDirectory(at:includingPropertiesForKeys:options:)`.
+    /// - Parameters:
+    ///   - url: The directory.
+    ///   - keys: Resource values to prefetch, or nil.
+    ///   - options: Enumeration options (`.skipsHiddenFiles`, …).
     /// - Returns: The items' URLs, in no particular order.
+    /// - Throws: Foundation's `CocoaError`; `CancellationError`; `notInCoroutine` (see the type).
     /// - Suspends: yes, inside a coroutine; resumes on its scheduler.
     /// - Complexity: O(items).
     public func contentsOfDirectory(at url: URL, includingPropertiesForKeys keys: [URLResourceKey]? = nil,
@@ -86,6 +105,8 @@ public struct SuspendingFileManager: @unchecked Sendable {
 
     /// The attributes of an item: `FileManager.attributesOfItem(atPath:)`.
     ///
+    /// - Parameter path: The item's path.
+    /// - Throws: Foundation's `CocoaError`; `CancellationError`; `notInCoroutine` (see the type).
     /// - Returns: The attributes; values are Foundation's (`NSNumber`, `Date`, `String`, …),
     ///   e.g. `attributes[.size] as? Int`.
     /// - Suspends: yes, inside a coroutine; resumes on its scheduler.
@@ -96,6 +117,7 @@ public struct SuspendingFileManager: @unchecked Sendable {
     }
 
     /// Whether an item exists at a path: `FileManager.fileExists(atPath:)`.
+    /// - Parameter path: The path to check.
     /// - Returns: true if something is there (a broken symbolic link counts as missing).
     /// - Throws: Only `CancellationError` or `CoroutineError.notInCoroutine`.
     /// - Suspends: yes, inside a coroutine; resumes on its scheduler.

@@ -66,12 +66,14 @@ extension Process {
         // The pipes' write ends must close in this process too, or the reads never see the end.
         try? out.fileHandleForWriting.close()
         try? err.fileHandleForWriting.close()
-        let errors = Coroutine.async { try Self.readToEnd(errFD) }
+        // The child coroutine keeps the stderr pipe (and so its descriptor) alive until it ends,
+        // even if this coroutine leaves early.
+        let errors = Coroutine.async { [err] in try withExtendedLifetime(err) { try Self.readToEnd(errFD) } }
         do {
             let standardOutput = try Self.readToEnd(outFD)
             let standardError = try errors.await()
             let info = try exited.await()
-            withExtendedLifetime((out, err)) {}
+            withExtendedLifetime(out) {}
             return ProcessOutput(terminationStatus: info.status, terminationReason: info.reason,
                                  standardOutput: standardOutput, standardError: standardError)
         } catch {

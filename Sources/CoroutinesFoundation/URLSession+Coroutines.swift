@@ -47,7 +47,12 @@ extension URLSession {
     }
 
     /// Loads a URL's response body into memory: ``data(for:)`` with a GET request.
+    ///
+    /// - Parameter url: The URL to load.
+    /// - Returns: The body (empty if there was none) and the response.
+    /// - Throws: As ``data(for:)``.
     /// - Suspends: yes; resumes on the coroutine's own scheduler.
+    /// - Complexity: O(body size).
     public func data(from url: URL) throws -> (Data, URLResponse) {
         try data(for: URLRequest(url: url))
     }
@@ -66,12 +71,10 @@ extension URLSession {
     /// - Complexity: O(body size), written to disk by the session.
     public func download(for request: URLRequest) throws -> (URL, URLResponse) {
         var task: URLSessionTask?
-        let (url, response) = try Coroutine.suspend(waitingFor: .callback, { complete in
+        let (url, response): (URL, UncheckedSendable<URLResponse>) = try Coroutine.suspend(waitingFor: .callback, { complete in
             let t = downloadTask(with: request) { location, response, error in
-                guard let location, error == nil else {
-                    complete(Self.outcome(URL(fileURLWithPath: "/"), response, error))
-                    return
-                }
+                if let error { complete(.failure(error)); return }
+                guard let location else { complete(.failure(URLError(.cannotOpenFile))); return }
                 let kept = FileManager.default.temporaryDirectory
                     .appendingPathComponent("download-\(UUID().uuidString)")
                 do {
@@ -88,7 +91,12 @@ extension URLSession {
     }
 
     /// Downloads a URL to a file: ``download(for:)`` with a GET request.
+    ///
+    /// - Parameter url: The URL to load.
+    /// - Returns: A file the caller owns, and the response.
+    /// - Throws: As ``download(for:)``.
     /// - Suspends: yes; resumes on the coroutine's own scheduler.
+    /// - Complexity: O(body size), written to disk by the session.
     public func download(from url: URL) throws -> (URL, URLResponse) {
         try download(for: URLRequest(url: url))
     }
