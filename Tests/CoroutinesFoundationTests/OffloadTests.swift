@@ -100,6 +100,31 @@ struct OffloadTests {
         #expect(finishedEarly)
     }
 
+    @Test("withTimeout ends the wait with timedOut; dumpAll shows the coroutine waiting in offload")
+    func timeoutAndDiagnostics() async throws {
+        let gate = DispatchSemaphore(value: 0)
+        let (timedOut, dump) = try await Coroutine.run {
+            let started = Promise<Void>()
+            let waiter = Coroutine.launch(name: "offload-waiter") {
+                try Coroutine.offload { started.fulfill(()); gate.wait() }
+            }
+            try started.await()
+            let dump = Coroutine.dumpAll()
+            gate.signal()
+            try waiter.join()
+            var timedOut = false
+            do {
+                try Coroutine.withTimeout(.milliseconds(20)) { try Coroutine.offload { gate.wait() } }
+            } catch CoroutineError.timedOut {
+                timedOut = true
+            }
+            gate.signal()
+            return (timedOut, dump)
+        }
+        #expect(timedOut)
+        #expect(dump.contains("'offload-waiter'") && dump.contains("waiting in Coroutine.offload"), "\(dump)")
+    }
+
     @Test("a coroutine already cancelled never runs the body")
     func cancelledBeforeTheCall() async throws {
         let ran = Counter()
