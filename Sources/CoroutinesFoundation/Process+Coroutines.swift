@@ -83,6 +83,31 @@ extension Process {
         }
     }
 
+    /// Runs an executable with arguments, captures its output, and suspends the calling
+    /// coroutine until it has exited: a new `Process` configured and passed to
+    /// ``runUntilExit()``.
+    ///
+    /// ```swift
+    /// let output = try Process.runUntilExit(URL(fileURLWithPath: "/bin/ls"), arguments: ["-l"])
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - executableURL: The program to run.
+    ///   - arguments: Its arguments.
+    ///   - currentDirectoryURL: Its working directory; nil inherits this process's.
+    /// - Returns: The exit status, termination reason and captured output.
+    /// - Throws: As ``runUntilExit()``.
+    /// - Suspends: yes; resumes on the coroutine's own scheduler.
+    /// - Complexity: O(output size).
+    public static func runUntilExit(_ executableURL: URL, arguments: [String] = [],
+                                    currentDirectoryURL: URL? = nil) throws -> ProcessOutput {
+        let process = Process()
+        process.executableURL = executableURL
+        process.arguments = arguments
+        if let currentDirectoryURL { process.currentDirectoryURL = currentDirectoryURL }
+        return try process.runUntilExit()
+    }
+
     /// Runs `body` with no signal blocked on the calling thread, then restores its mask.
     ///
     /// A child process inherits the signal mask of the thread that spawns it, and Foundation's

@@ -14,7 +14,7 @@ struct ProcessTests {
     @Test("exit status and both streams are captured")
     func statusAndOutput() async throws {
         let output = try await Coroutine.run {
-            try Self.shell("echo out; echo err >&2; exit 3").runUntilExit()
+            try Process.runUntilExit(URL(fileURLWithPath: "/bin/sh"), arguments: ["-c", "echo out; echo err >&2; exit 3"])
         }
         #expect(output.terminationStatus == 3)
         #expect(output.terminationReason == .exit)
