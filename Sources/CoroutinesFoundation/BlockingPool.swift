@@ -34,7 +34,7 @@ public final class BlockingPool: Sendable {
     /// 1,024 in all.
     public static let shared = BlockingPool()
 
-    /// Threads the pool keeps once started (they wait for work forever).
+    /// Threads the pool keeps once started (they wait for work until the pool is released).
     public let threadCount: Int
     /// The most threads the pool runs at once, kept and burst threads together.
     public let maxThreadCount: Int
