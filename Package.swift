@@ -20,7 +20,7 @@ let package = Package(
         .target(name: "QueuePool", swiftSettings: swiftSettings),
         .target(name: "Coroutines", dependencies: ["CCoroutines", "QueuePool"], swiftSettings: swiftSettings),
         .target(name: "CoroutinesFoundation", dependencies: ["Coroutines", "CCoroutines"], swiftSettings: swiftSettings),
-        .executableTarget(name: "coroutines-demo", dependencies: ["Coroutines", "QueuePool"], swiftSettings: swiftSettings),
+        .executableTarget(name: "coroutines-demo", dependencies: ["Coroutines", "QueuePool", "CoroutinesFoundation"], swiftSettings: swiftSettings),
         .executableTarget(name: "coroutines-bench", dependencies: ["Coroutines", "CCoroutines"], swiftSettings: swiftSettings),
         .testTarget(name: "CoroutinesTests", dependencies: ["Coroutines", "CCoroutines"], swiftSettings: swiftSettings),
         .testTarget(name: "CoroutinesFoundationTests", dependencies: ["CoroutinesFoundation", "Coroutines"],

@@ -68,6 +68,8 @@ extension WaitKind {
         case .semaphore: "CoroutineSemaphore.acquire"
         case .waitGroup: "WaitGroup.wait"
         case .other: "a suspending operation"
+        case .offload: "Coroutine.offload"
+        case .callback: "a callback-based operation"
         }
     }
 }

@@ -220,7 +220,8 @@ enum CoroutineStatus: UInt8 {
 /// What a suspended coroutine waits for (for `dumpAll()`).
 @usableFromInline
 enum WaitKind: UInt8 {
-    case none, delay, yield, promise, join, readable, writable, task, channel, select, mutex, semaphore, waitGroup, other
+    case none, delay, yield, promise, join, readable, writable, task, channel, select, mutex, semaphore, waitGroup, other,
+         offload, callback
 }
 
 /// Why a suspension ended.

@@ -1,8 +1,12 @@
 // The seed scenarios of SPEC §12, run on real coroutines. Delays are scaled down so the demo
 // finishes in a few seconds.
 import Coroutines
+import CoroutinesFoundation
 import Dispatch
 import Foundation
+#if canImport(FoundationXML)
+import FoundationXML
+#endif
 import QueuePool
 
 func heading(_ title: String) {
@@ -223,3 +227,51 @@ for queue in pool.queues {
     print("label: \(queue.label)")
 }
 print("next() × \(pool.queueCount * 2): " + (0..<(pool.queueCount * 2)).map { _ in pool.next().label.split(separator: ".").last.map(String.init) ?? "?" }.joined(separator: " "))
+
+// MARK: §10 CoroutinesFoundation
+
+heading("9. CoroutinesFoundation: files, JSON and XML")
+
+/// A record for the JSON round trip.
+struct Planet: Codable, Sendable, Equatable {
+    var name: String
+    var moons: Int
+}
+
+try Coroutine.runBlocking {
+    // File and JSON work runs on the blocking pool (Coroutine.offload): this coroutine is
+    // suspended meanwhile and its scheduler thread stays free for other coroutines.
+    let directory = FileManager.default.temporaryDirectory
+        .appendingPathComponent("coroutines-demo-\(getpid())", isDirectory: true)
+    let files = FileManager.default.suspending
+    try files.createDirectory(at: directory, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(at: directory) }
+
+    let file = directory.appendingPathComponent("planets.json")
+    let planets = [Planet(name: "Earth", moons: 1), Planet(name: "Mars", moons: 2), Planet(name: "Jupiter", moons: 95)]
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.sortedKeys]
+    try encoder.encodeSuspending(planets).save(to: file, options: .atomic)
+    let size = (try files.attributesOfItem(atPath: file.path)[.size] as? NSNumber)?.intValue ?? 0
+    print("wrote \(file.lastPathComponent): \(size) bytes")
+    let decoded = try JSONDecoder().decodeSuspending([Planet].self, from: try Data.read(contentsOf: file))
+    print("read back: " + decoded.map { "\($0.name) (\($0.moons))" }.joined(separator: ", "))
+    print("round trip equal: \(decoded == planets)")
+
+    let xml = Data("<solar><planet name=\"Earth\"><moon>Moon</moon></planet><planet name=\"Mars\"><moon>Phobos</moon><moon>Deimos</moon></planet></solar>".utf8)
+    var depth = 0
+    for event in XMLParser(data: xml).events() {
+        switch event {
+        case .startElement(let name, _, _, let attributes):
+            let detail = attributes["name"].map { " \($0)" } ?? ""
+            print(String(repeating: "  ", count: depth) + "<\(name)>\(detail)")
+            depth += 1
+        case .endElement:
+            depth -= 1
+        case .characters(let text) where !text.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty:
+            print(String(repeating: "  ", count: depth) + text)
+        default:
+            break
+        }
+    }
+}
