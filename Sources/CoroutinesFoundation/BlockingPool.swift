@@ -81,19 +81,40 @@ public final class BlockingPool: Sendable {
     }
 }
 
+/// What a new pool thread starts with: its pool and the job it was started for.
+private final class ThreadStart: Sendable {
+    let core: Core
+    let job: @Sendable () -> Void
+    init(core: Core, job: @escaping @Sendable () -> Void) {
+        self.core = core
+        self.job = job
+    }
+}
+
 /// The pool's shared state; its threads keep it alive.
+///
+/// Threads are started by a *starter* thread, never by the submitter: starting a thread takes
+/// the process's memory-map lock, which other threads (coroutine stacks) contend for, and a
+/// scheduler thread submitting a burst must not stall its other coroutines meanwhile. The
+/// starter serves the newest queued job first, binding it to the thread it starts, while pool
+/// threads take the oldest: so a short job submitted behind a burst of slow ones waits for one
+/// thread start, not for the whole burst's.
 private final class Core: @unchecked Sendable {
     let keep: Int
     let ceiling: Int
     let idleTimeout: TimeInterval
-    /// Guards every field below and is the condition idle threads wait on.
+    /// Guards every field below and is the condition idle pool threads wait on.
     let condition = NSCondition()
     /// Jobs not yet taken; `head` is the index of the oldest. Guarded by `condition`.
     var jobs: [@Sendable () -> Void] = []
     var head = 0
-    /// Live threads, and those of them waiting for work. Guarded by `condition`.
+    /// Live threads (counting those being started), and those of them waiting for work.
     var threads = 0
     var idle = 0
+    /// The starter thread runs (or has been asked to start) and sleeps on `starterWake`.
+    var starterRunning = false
+    let starterWake = NSCondition()   // signalled with `condition` held, waited on alone
+    var starterPending = false        // guarded by `condition`
     /// The pool was released: idle threads end once the queue is empty. Guarded by `condition`.
     var closing = false
 
@@ -110,14 +131,29 @@ private final class Core: @unchecked Sendable {
         return threads
     }
 
+    var queued: Int { jobs.count - head }
+
     func submit(_ job: @escaping @Sendable () -> Void) {
         condition.lock()
         jobs.append(job)
-        let spawn = jobs.count - head > idle && threads < ceiling
-        if spawn { threads += 1 }
         if idle > 0 { condition.signal() }
+        // More queued jobs than idle threads: the starter starts threads for the rest.
+        let needStarter = queued > idle && threads < ceiling
+        var startStarter = false
+        if needStarter {
+            if !starterRunning {
+                starterRunning = true
+                startStarter = true
+            }
+            starterPending = true
+        }
         condition.unlock()
-        if spawn { startThread() }
+        if needStarter {
+            starterWake.lock()
+            starterWake.signal()
+            starterWake.unlock()
+        }
+        if startStarter { startStarterThread() }
     }
 
     /// Lets every thread end once the queue is empty (the pool handle was released).
@@ -126,22 +162,67 @@ private final class Core: @unchecked Sendable {
         closing = true
         condition.broadcast()
         condition.unlock()
+        starterWake.lock()
+        starterWake.signal()
+        starterWake.unlock()
+    }
+
+    private func startStarterThread() {
+        let context = Unmanaged.passRetained(self).toOpaque()
+        let result = ccoro_thread_start({ context in
+            let core = Unmanaged<Core>.fromOpaque(context!).takeRetainedValue()
+            ccoro_set_thread_name("blocking-pool-starter")
+            core.runStarter()
+        }, context)
+        precondition(result == 0, "BlockingPool: cannot start its starter thread (error \(result))")
+    }
+
+    /// The starter's loop: while more jobs are queued than threads are idle, take the newest job
+    /// and start a thread for it.
+    private func runStarter() {
+        while true {
+            condition.lock()
+            var job: (@Sendable () -> Void)?
+            if queued > idle && threads < ceiling {
+                job = jobs.removeLast()
+                threads += 1
+                if head == jobs.count { jobs.removeAll(keepingCapacity: true); head = 0 }
+            } else {
+                starterPending = false
+            }
+            let ending = job == nil && closing
+            condition.unlock()
+            if let job {
+                startThread(first: job)
+                continue
+            }
+            if ending { return }
+            starterWake.lock()
+            condition.lock()
+            let pending = starterPending || closing
+            condition.unlock()
+            if !pending { starterWake.wait() }
+            starterWake.unlock()
+        }
     }
 
     /// Starts a detached pool thread (plain pthread: cheaper to start than `Foundation.Thread`,
     /// which matters when a burst of blocking jobs needs hundreds at once).
-    private func startThread() {
-        let context = Unmanaged.passRetained(self).toOpaque()
+    private func startThread(first job: @escaping @Sendable () -> Void) {
+        let context = Unmanaged.passRetained(ThreadStart(core: self, job: job)).toOpaque()
         let result = ccoro_thread_start({ context in
-            let core = Unmanaged<Core>.fromOpaque(context!).takeRetainedValue()
+            let start = Unmanaged<ThreadStart>.fromOpaque(context!).takeRetainedValue()
             ccoro_set_thread_name("blocking-pool")
-            core.work()
+            start.job()
+            start.core.work()
         }, context)
         if result != 0 {
-            Unmanaged<Core>.fromOpaque(context).release()
+            Unmanaged<ThreadStart>.fromOpaque(context).release()
             condition.lock()
             threads -= 1
-            let stranded = threads == 0 && head < jobs.count
+            jobs.append(job)          // run by a thread that exists, if any
+            if idle > 0 { condition.signal() }
+            let stranded = threads == 0
             condition.unlock()
             precondition(!stranded, "BlockingPool: cannot start a thread (error \(result)) and none is running")
         }

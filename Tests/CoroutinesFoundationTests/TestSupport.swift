@@ -16,6 +16,12 @@ final class Box<Value: Sendable>: Sendable {
         get { storage.withLock { $0 } }
         set { storage.withLock { $0 = newValue } }
     }
+
+    /// Changes the value in one locked step (`value.append(x)` would read, then write, and lose
+    /// a concurrent change).
+    func update(_ change: (inout Value) -> Void) {
+        storage.withLock { change(&$0) }
+    }
 }
 
 /// A fresh temporary directory, removed by `remove()`.
