@@ -14,7 +14,13 @@ import Foundation
 /// ``threadCount`` threads (default 64) are kept for the life of the pool. When all of them are
 /// busy, the pool does not queue the job behind them: it starts a *burst* thread, up to
 /// ``maxThreadCount`` threads in all (default 1,024); a burst thread ends after ``idleTimeout``
-/// without work. Only beyond ``maxThreadCount`` do jobs wait, first in first out.
+/// without work. Only beyond ``maxThreadCount`` do jobs wait for a free thread.
+///
+/// Threads are started by a dedicated starter thread, never by the caller of ``submit(_:)``, so a
+/// coroutine's scheduler is not stalled by a burst of thread starts. The starter binds each new
+/// thread to the newest waiting job, while free threads take the oldest: a short job submitted
+/// behind a burst of slow ones waits for one thread start, not for the whole burst's. Jobs are
+/// therefore not started in submission order while a burst is being absorbed.
 ///
 /// Why burst threads rather than a fixed-size FIFO: the pool cannot know which jobs are short.
 /// With 64 threads and a FIFO queue, a 1 ms job submitted behind 1,000 jobs of 100 ms each would
