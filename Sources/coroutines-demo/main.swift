@@ -1,6 +1,7 @@
 // The seed scenarios of SPEC §12, run on real coroutines. Delays are scaled down so the demo
 // finishes in a few seconds.
 import Coroutines
+import CoroutinesFoundation
 import Dispatch
 import Foundation
 import QueuePool
@@ -223,3 +224,29 @@ for queue in pool.queues {
     print("label: \(queue.label)")
 }
 print("next() × \(pool.queueCount * 2): " + (0..<(pool.queueCount * 2)).map { _ in pool.next().label.split(separator: ".").last.map(String.init) ?? "?" }.joined(separator: " "))
+
+// MARK: §10 echo round trip over loopback
+
+heading("10. echo round trip over loopback")
+try Coroutine.runBlocking {
+    // A listener on an ephemeral loopback port, a coroutine serving the one connection, and a
+    // client coroutine (this one) doing a single round trip.
+    let listener = try TCPListener.bind(host: "127.0.0.1", port: 0)
+    defer { listener.close() }
+    Coroutine.launch(name: "echo-server") {
+        let connection = try listener.accept()
+        defer { connection.close() }
+        let line = try connection.read(upTo: 1024)
+        try connection.write(line)
+    }
+    let client = try TCPSocket.connect(host: "127.0.0.1", port: listener.port)
+    defer { client.close() }
+    try client.write("hello over loopback\n")
+    var echoed: [UInt8] = []
+    while echoed.last != UInt8(ascii: "\n") {
+        let chunk = try Coroutine.withTimeout(.seconds(5)) { try client.read(upTo: 1024) }
+        if chunk.isEmpty { break }
+        echoed += chunk
+    }
+    print("echoed: \(String(decoding: echoed, as: UTF8.self).trimmingCharacters(in: .newlines))")
+}
