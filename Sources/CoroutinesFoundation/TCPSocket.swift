@@ -1,5 +1,6 @@
 import Coroutines
 import Foundation
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -41,6 +42,9 @@ import Darwin
 /// New sockets set `TCP_NODELAY` (as Go does), suiting request/response traffic.
 public final class TCPSocket: Sendable {
     let descriptor: SocketDescriptor
+    /// Whether the next read waits for readiness before its first `recv` (see ``read(into:)``).
+    /// Touched only by the socket's one reader.
+    private let readWaitsFirst = Atomic<Bool>(false)
 
     /// The address of the peer.
     public let remoteAddress: SocketAddress
@@ -128,13 +132,27 @@ public final class TCPSocket: Sendable {
     public func read(into buffer: UnsafeMutableRawBufferPointer) throws -> Int {
         precondition(buffer.count > 0, "TCPSocket.read(into:) needs a non-empty buffer")
         return try descriptor.withOperation(.reader) {
+            // Request/response traffic: when the last read had to wait and got a short chunk, the
+            // next one most likely finds nothing either, so it waits for readiness first instead
+            // of paying a `recv` that fails with EAGAIN. (If data is there, the poller reports it
+            // at once.) Bulk transfers fill the buffer and keep reading first.
+            var waitFirst = readWaitsFirst.load(ordering: .relaxed)
+            var waited = false
             while true {
+                if waitFirst {
+                    waitFirst = false
+                    waited = true
+                    try descriptor.waitUntilReady(.reader)
+                }
                 let n = recv(descriptor.fd, buffer.baseAddress, buffer.count, 0)
-                if n >= 0 { return n }
+                if n >= 0 {
+                    readWaitsFirst.store(waited && n > 0 && n < buffer.count, ordering: .relaxed)
+                    return n
+                }
                 let code = errno
                 switch code {
                 case EINTR: continue
-                case EAGAIN, EWOULDBLOCK: try descriptor.waitUntilReady(.reader)
+                case EAGAIN, EWOULDBLOCK: waitFirst = true
                 default: throw SocketError(errno: code, operation: "read")
                 }
             }
