@@ -108,6 +108,64 @@ struct SocketTests {
         }
     }
 
+    @Test("a second concurrent writer gets SocketError.busy; close wakes the blocked writer with SocketError.closed")
+    func twoWritersAndCloseWakesWriter() async throws {
+        try await Coroutine.run {
+            // A peer that accepts and never reads: a large write fills both socket buffers and waits.
+            let listener = try TCPListener.bind(host: "127.0.0.1", port: 0)
+            defer { listener.close() }
+            let socket = try TCPSocket.connect(host: "127.0.0.1", port: listener.port)
+            let peer = try listener.accept()
+            defer { peer.close() }
+            let writer = Coroutine.launch(name: "blocked-writer") {
+                try socket.write([UInt8](repeating: 1, count: 64 << 20))
+            }
+            try Coroutine.yield()
+            #expect(!writer.isFinished)
+            #expect(throws: SocketError.busy) { try socket.write("second writer") }
+            socket.close()
+            try writer.join()
+            #expect(writer.error as? SocketError == .closed)
+        }
+    }
+
+    // In a child process: lowering the descriptor limit would break suites running in parallel.
+    @Test("accept backs off while out of descriptors (EMFILE) instead of spinning, then accepts")
+    func acceptBacksOffOnEMFILE() async throws {
+        await #expect(processExitsWith: .success) {
+            try await Coroutine.run {
+                let listener = try TCPListener.bind(host: "127.0.0.1", port: 0)
+                let client = try TCPSocket.connect(host: "127.0.0.1", port: listener.port)
+                let pool = SchedulerPool.default(for: .default)   // its pollers need descriptors
+                // Given: no descriptor left for accept (the soft limit is reached with dups).
+                var filler = [Int32]()
+                while true {
+                    let fd = dup(0)
+                    if fd < 0 { break }
+                    filler.append(fd)
+                    if filler.count > 1_000_000 { exit(3) }
+                }
+                let cpuBefore = clock()
+                // On another scheduler: a spinning accept must not starve this coroutine's clock.
+                let acceptor = Coroutine.launch(on: pool.next()) {
+                    _ = try listener.accept()
+                }
+                // When: it has been out of descriptors for 300 ms.
+                try Coroutine.delay(.milliseconds(300))
+                let cpuUsed = Double(clock() - cpuBefore) / Double(CLOCKS_PER_SEC)
+                guard !acceptor.isFinished else { exit(4) }
+                // A spinning accept would burn the whole 300 ms of a core.
+                guard cpuUsed < 0.15 else { exit(5) }
+                // Then: once descriptors are free again, the next retry accepts.
+                for fd in filler { _ = close(fd) }
+                try acceptor.join()
+                guard acceptor.error == nil else { exit(6) }
+                client.close()
+                listener.close()
+            }
+        }
+    }
+
     @Test("close wakes a blocked accept with SocketError.closed")
     func closeWakesAccept() async throws {
         try await Coroutine.run {
