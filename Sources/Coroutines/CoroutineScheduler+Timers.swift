@@ -55,8 +55,18 @@ extension CoroutineScheduler {
 
     /// Suspends `c` (running on this scheduler) until `fd` is readable or writable. Several
     /// coroutines may wait for the same descriptor; readiness wakes them all.
-    func waitForIO(_ c: Coroutine, fd: Int32, writable: Bool) throws {
+    ///
+    /// `publish`, when given, sees the armed ticket before the coroutine suspends (a socket keeps
+    /// it so that `close()` can end the wait); returning false skips the wait. A wait ended by such
+    /// a holder instead of the poller leaves its entry in `ioWaiters`: it is removed here.
+    func waitForIO(_ c: Coroutine, fd: Int32, writable: Bool,
+                   publish: ((WaitTicket) -> Bool)? = nil) throws {
+        var published: WaitTicket?
         try c.wait(writable ? .writable : .readable, register: { ticket in
+            if let publish {
+                guard publish(ticket) else { return true }
+                published = ticket
+            }
             var w = ioWaiters[fd] ?? IOWaiters()
             if writable { w.writers.append(ticket) } else { w.readers.append(ticket) }
             let err = poller.arm(fd: fd, readable: !w.readers.isEmpty, writable: !w.writers.isEmpty)
@@ -68,16 +78,25 @@ extension CoroutineScheduler {
             ioWaiters[fd] = w
             return false
         }, unregister: { ticket in
-            guard var w = ioWaiters[fd] else { return }
-            w.readers.removeAll { $0.matches(ticket) }
-            w.writers.removeAll { $0.matches(ticket) }
-            if w.isEmpty {
-                ioWaiters[fd] = nil
-                poller.disarm(fd: fd)
-            } else {
-                ioWaiters[fd] = w
-                _ = poller.arm(fd: fd, readable: !w.readers.isEmpty, writable: !w.writers.isEmpty)
-            }
+            removeIOWaiter(ticket, fd: fd)
         })
+        if let published { removeIOWaiter(published, fd: fd) }
+    }
+
+    /// Removes `ticket` from the waiters of `fd`, if it is still there, and re-arms or disarms
+    /// the poller for the waiters left. Scheduler thread only.
+    private func removeIOWaiter(_ ticket: WaitTicket, fd: Int32) {
+        guard var w = ioWaiters[fd] else { return }
+        let before = w.readers.count + w.writers.count
+        w.readers.removeAll { $0.matches(ticket) }
+        w.writers.removeAll { $0.matches(ticket) }
+        guard w.readers.count + w.writers.count != before else { return }
+        if w.isEmpty {
+            ioWaiters[fd] = nil
+            poller.disarm(fd: fd)
+        } else {
+            ioWaiters[fd] = w
+            _ = poller.arm(fd: fd, readable: !w.readers.isEmpty, writable: !w.writers.isEmpty)
+        }
     }
 }

@@ -115,3 +115,21 @@ func parkedInChild(_ kind: String, _ count: Int) throws -> Double {
 enum BenchError: Error {
     case child(String)
 }
+
+/// Second figures of a workload (the echo benchmark's p99 latency), one per run, by workload name.
+/// Written and read only by the main thread, between runs.
+nonisolated(unsafe) var secondaryFigures: [String: (unit: String, values: [Double])] = [:]
+
+func recordSecondary(_ workload: String, _ value: Double, unit: String) {
+    secondaryFigures[workload, default: (unit, [])].values.append(value)
+}
+
+/// Prints the median and range of a workload's second figure, if it has one (warm-up excluded).
+func reportSecondary(_ workload: String) {
+    guard var entry = secondaryFigures[workload], entry.values.count > 1 else { return }
+    entry.values.removeFirst()   // the warm-up run
+    entry.values.sort()
+    let median = entry.values[entry.values.count / 2]
+    emit("\(pad("", 28)) median=\(format(median)) \(entry.unit)  (\(format(entry.values.first!))…\(format(entry.values.last!)))")
+    secondaryFigures[workload] = nil
+}

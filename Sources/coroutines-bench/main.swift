@@ -57,6 +57,10 @@ let benchmarks: [Benchmark] = [
     Benchmark(name: "actor",
               ours: Workload(name: "actor (send → reply awaited)", unit: "ns/op", runs: 9) { try coroutineActor(messages: 500_000) },
               peers: [Workload(name: "swift: actor method call", unit: "ns/op", runs: 9) { try swiftActor(messages: 1_000_000) }]),
+    Benchmark(name: "echo",
+              ours: Workload(name: "echo (coroutine per connection)", unit: "requests/s", runs: 5) { try coroutineEcho() },
+              peers: [Workload(name: "swift: task per connection", unit: "requests/s", runs: 5) { try taskEcho() }],
+              smallerIsBetter: false),
     Benchmark(name: "parked-1m",
               ours: Workload(name: "parked (1M)", unit: "bytes/coroutine", runs: 1) { try parkedInChild("coroutines", 1_000_000) },
               peers: [Workload(name: "swift: tasks (1M)", unit: "bytes/task", runs: 1) { try parkedInChild("tasks", 1_000_000) }]),
@@ -69,6 +73,11 @@ if CommandLine.arguments.count == 4, CommandLine.arguments[1] == "--parked-child
     exit(0)
 }
 
+if CommandLine.arguments.count > 1, CommandLine.arguments[1] == "--echo-client" {
+    try runEchoClientCommand(Array(CommandLine.arguments.dropFirst(2)))
+    exit(0)
+}
+
 let filter = Array(CommandLine.arguments.dropFirst())
 let selected = filter.isEmpty ? benchmarks : benchmarks.filter { b in filter.contains(b.name) }
 if selected.isEmpty {
@@ -77,10 +86,12 @@ if selected.isEmpty {
 for b in selected {
     let ours = try measure(b.ours)
     report(b.ours.name, ours, b.ours.unit)
+    reportSecondary(b.ours.name)
     guard getenv("COROUTINES_BENCH_NO_PEER") == nil else { continue }
     for peer in b.peers {
         let theirs = try measure(peer)
         report(peer.name, theirs, peer.unit)
+        reportSecondary(peer.name)
         let ratio = b.smallerIsBetter ? theirs.median / ours.median : ours.median / theirs.median
         emit("\(pad("  ratio", 28)) \(format(ratio))× in favour of coroutines" + (ratio < 1 ? " (slower)" : ""))
     }

@@ -275,3 +275,29 @@ try Coroutine.runBlocking {
         }
     }
 }
+
+// MARK: §10 echo round trip over loopback
+
+heading("10. echo round trip over loopback")
+try Coroutine.runBlocking {
+    // A listener on an ephemeral loopback port, a coroutine serving the one connection, and a
+    // client coroutine (this one) doing a single round trip.
+    let listener = try TCPListener.bind(host: "127.0.0.1", port: 0)
+    defer { listener.close() }
+    Coroutine.launch(name: "echo-server") {
+        let connection = try listener.accept()
+        defer { connection.close() }
+        let line = try connection.read(upTo: 1024)
+        try connection.write(line)
+    }
+    let client = try TCPSocket.connect(host: "127.0.0.1", port: listener.port)
+    defer { client.close() }
+    try client.write("hello over loopback\n")
+    var echoed: [UInt8] = []
+    while echoed.last != UInt8(ascii: "\n") {
+        let chunk = try Coroutine.withTimeout(.seconds(5)) { try client.read(upTo: 1024) }
+        if chunk.isEmpty { break }
+        echoed += chunk
+    }
+    print("echoed: \(String(decoding: echoed, as: UTF8.self).trimmingCharacters(in: .newlines))")
+}
