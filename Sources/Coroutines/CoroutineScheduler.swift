@@ -1,5 +1,6 @@
 import CCoroutines
 import Dispatch
+import QueuePool
 import Synchronization
 
 #if canImport(Glibc)
@@ -368,6 +369,9 @@ public final class CoroutineScheduler: @unchecked Sendable {
     /// stop request). Returns true if some arrived. Go's scheduler spins the same way before it
     /// parks an idle thread (runtime `proc.go`, "spinning" Ms).
     private func spinForIncoming() -> Bool {
+        // On one CPU the peer that would post the work needs this very CPU: spinning only
+        // delays it (Go does not spin with GOMAXPROCS=1 either).
+        guard Self.spinningHelps else { return false }
         let deadline = ccoro_now_ns() + Self.idleSpinNanoseconds
         var i = 0
         while true {
@@ -380,6 +384,10 @@ public final class CoroutineScheduler: @unchecked Sendable {
 
     /// How long an idle scheduler spins before it parks in the poller.
     static let idleSpinNanoseconds: UInt64 = 20_000
+
+    /// Whether the process may run on more than one CPU (its affinity mask), so that another
+    /// thread can post work while this one spins.
+    static let spinningHelps = activeProcessorCount() > 1
 
     private func prepareLoopRecord() {
         loopRecord.pointee.fiber = ccoro_fiber_current()
