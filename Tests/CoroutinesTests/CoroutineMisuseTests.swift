@@ -174,7 +174,7 @@ struct CoroutineMisuseTests {
     func runBlockingBodyThrows() async throws {
         struct BodyFailed: Error, Equatable {}
         let scheduler = Kit.Box<CoroutineScheduler?>(nil)
-        let watchdog = Kit.startWatchdog(limit: .seconds(5), "runBlocking", waking: scheduler)
+        let watchdog = Kit.startWatchdog(limit: .seconds(30), "runBlocking", waking: scheduler)
         defer { watchdog.cancel() }
         let (outcome, log) = try await Kit.onPlainThread { () -> (String, [String]) in
             let log = Kit.Log<String>()
@@ -212,7 +212,7 @@ struct CoroutineMisuseTests {
     func runBlockingBodyThrowsAlone() async throws {
         struct BodyFailed: Error {}
         let scheduler = Kit.Box<CoroutineScheduler?>(nil)
-        let watchdog = Kit.startWatchdog(limit: .seconds(5), "runBlocking", waking: scheduler)
+        let watchdog = Kit.startWatchdog(limit: .seconds(30), "runBlocking", waking: scheduler)
         defer { watchdog.cancel() }
         let outcome = try await Kit.onPlainThread { () -> String in
             do {
@@ -239,7 +239,7 @@ struct CoroutineMisuseTests {
         }
         #expect(v == "value")
         await #expect(throws: Failed(n: 3)) {
-            try await Kit.run(limit: .seconds(5)) { () -> Int in
+            try await Kit.run(limit: .seconds(30)) { () -> Int in
                 try Coroutine.yield()
                 throw Failed(n: 3)
             }
@@ -255,7 +255,7 @@ struct CoroutineMisuseTests {
         }
         #expect(log.all == ["late child"])
         await #expect(throws: Failed.self) {
-            try await Kit.run(limit: .seconds(5)) {
+            try await Kit.run(limit: .seconds(30)) {
                 Coroutine.launch {
                     defer { log.append("unwound") }
                     try Coroutine.delay(.seconds(30))
@@ -272,7 +272,7 @@ struct CoroutineMisuseTests {
         let started = Promise<Void>()
         let start = ContinuousClock.now
         let task = Task {
-            try await Kit.run(limit: .seconds(5)) {
+            try await Kit.run(limit: .seconds(30)) {
                 started.fulfill(())
                 try Coroutine.delay(.seconds(30))
             }

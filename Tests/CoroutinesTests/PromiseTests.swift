@@ -636,7 +636,7 @@ extension Promise {
     /// The number of waiters (coroutines, tasks, observers) registered on this promise.
     /// Mirrors `PromiseStateMachine`'s storage: update it when that layout changes.
     var testWaiterCount: Int {
-        state.locked { s in
+        withState { s in
             var n = s.others.count
             s.coroutines.forEach { _ in n += 1 }
             return n

@@ -14,7 +14,7 @@ extension Promise {
                 try await withCheckedThrowingContinuation { (k: CheckedContinuation<Value, any Error>) in
                     // nil: waiting; otherwise resume now with this outcome.
                     let resume: @Sendable (PromiseOutcome) -> Void = { k.resume(with: $0.result(as: Value.self)) }
-                    let now: PromiseOutcome? = state.locked { s in
+                    let now: PromiseOutcome? = withState { s in
                         if let o = s.outcome { return o }
                         if Task.isCancelled { return .rejected(CancellationError()) }
                         _ = s.add(.continuation(id: id, resume))
@@ -23,7 +23,7 @@ extension Promise {
                     if let now { resume(now) }
                 }
             } onCancel: {
-                state.locked { $0.removeContinuation(id: id) }?(.rejected(CancellationError()))
+                withState { $0.removeContinuation(id: id) }?(.rejected(CancellationError()))
             }
         }
     }

@@ -17,15 +17,24 @@ import Synchronization
 /// after it is released. Coroutines resume on their own scheduler; observers run as jobs on the
 /// scheduler current when they were registered (else a pool scheduler), never inside
 /// `fulfill`/`reject` (SPEC §5).
-public final class Promise<Value: Sendable>: Sendable {
+public final class Promise<Value: Sendable>: @unchecked Sendable {
     /// Non-generic state (the value is type-erased), so that releasing a promise looks up no
     /// generic metadata.
-    @usableFromInline let state: Mutex<PromiseStateMachine>
+    @usableFromInline let lock = FutexLock()
+    /// Guarded by `lock` (use ``withState(_:)``). Promise is `@unchecked Sendable` for this field.
+    @usableFromInline @exclusivity(unchecked) var unsafeState = PromiseStateMachine()
 
     /// Creates a pending promise.
     @inlinable
     public init() {
-        state = Mutex(PromiseStateMachine())
+    }
+
+    /// Runs `body` with the state, holding the lock. Never call user code or suspend inside.
+    @inlinable @inline(__always)
+    func withState<R>(_ body: (inout PromiseStateMachine) throws -> R) rethrows -> R {
+        lock.lock()
+        defer { lock.unlock() }
+        return try body(&unsafeState)
     }
 
     /// Creates a pending promise and runs `body` with it at once (on the calling thread).
@@ -72,7 +81,7 @@ public final class Promise<Value: Sendable>: Sendable {
         // Rejection and taking the handlers are one step: a racing fulfil either wins before it
         // (nothing happens here) or loses (the handlers run).
         let o = PromiseOutcome.rejected(CancellationError())
-        let taken: (WaiterList<@Sendable () -> Void>, Coroutine?, PromiseStateMachine.Settled)? = state.locked { s in
+        let taken: (WaiterList<@Sendable () -> Void>, Coroutine?, PromiseStateMachine.Settled)? = withState { s in
             guard s.isPending else { return nil }
             let handlers = s.cancel()
             let coroutine = s.linkedCoroutine
@@ -91,24 +100,24 @@ public final class Promise<Value: Sendable>: Sendable {
     /// A handler registered after cancellation runs at once, asynchronously (as a job); one
     /// registered after another settlement never runs.
     public func onCancel(_ handler: @escaping @Sendable () -> Void) {
-        let runNow = state.locked { $0.addCancelHandler(handler) }
+        let runNow = withState { $0.addCancelHandler(handler) }
         if runNow { CoroutineScheduler.forObservers().execute(handler) }
     }
 
     /// Links the coroutine of `Coroutine.async`: cancelling the promise cancels it.
     @usableFromInline
     func link(_ c: Coroutine) {
-        state.locked { s in if s.isPending { s.linkedCoroutine = c } }
+        withState { s in if s.isPending { s.linkedCoroutine = c } }
     }
 
     /// Whether the promise is not settled yet.
-    public var isPending: Bool { state.locked { $0.isPending } }
+    public var isPending: Bool { withState { $0.isPending } }
     /// Whether the promise was fulfilled.
-    public var isFulfilled: Bool { state.locked { if case .fulfilled? = $0.outcome { true } else { false } } }
+    public var isFulfilled: Bool { withState { if case .fulfilled? = $0.outcome { true } else { false } } }
     /// Whether the promise was rejected (including by ``cancel()``).
-    public var isRejected: Bool { state.locked { if case .rejected? = $0.outcome { true } else { false } } }
+    public var isRejected: Bool { withState { if case .rejected? = $0.outcome { true } else { false } } }
     /// The settlement, or nil while pending.
-    public var result: Result<Value, any Error>? { state.locked { $0.outcome }?.result(as: Value.self) }
+    public var result: Result<Value, any Error>? { withState { $0.outcome }?.result(as: Value.self) }
 
     /// Suspends the current coroutine until the promise settles.
     ///
@@ -126,11 +135,11 @@ public final class Promise<Value: Sendable>: Sendable {
     public func await() throws -> Value {
         let c = try Coroutine.requireCurrent()
         try c.wait(.promise, register: { ticket in
-            state.locked { $0.add(ticket) }
+            withState { $0.add(ticket) }
         }, unregister: { ticket in
-            state.locked { $0.remove(ticket) }
+            withState { $0.remove(ticket) }
         })
-        guard let o = state.locked({ $0.outcome }) else {
+        guard let o = withState({ $0.outcome }) else {
             preconditionFailure("internal inconsistency: a promise waiter was resumed while pending")
         }
         return try o.result(as: Value.self).get()
@@ -142,7 +151,7 @@ public final class Promise<Value: Sendable>: Sendable {
     func observe(_ body: @escaping @Sendable (Result<Value, any Error>) -> Void) {
         let scheduler = CoroutineScheduler.forObservers()
         let typed: @Sendable (PromiseOutcome) -> Void = { body($0.result(as: Value.self)) }
-        state.locked { s in
+        withState { s in
             // Queued under the lock, so observers reach a scheduler in registration order even
             // when the promise is being settled on another thread right now.
             if let o = s.add(.observer(scheduler, typed)) { scheduler.execute { typed(o) } }
@@ -152,7 +161,7 @@ public final class Promise<Value: Sendable>: Sendable {
     @inlinable
     func settle(_ r: Result<Value, any Error>) -> Bool {
         let o = PromiseOutcome(r)
-        let settled: PromiseStateMachine.Settled? = state.locked { s in
+        let settled: PromiseStateMachine.Settled? = withState { s in
             guard let settled = s.settle(o) else { return nil }
             Self.dispatchObservers(settled, o)
             return settled
