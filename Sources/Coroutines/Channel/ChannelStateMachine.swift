@@ -48,8 +48,8 @@ struct ChannelStateMachine<Element> {
     enum ReceiveAction {
         /// A value; if a blocked sender was claimed (its value moved), wake it after unlocking.
         case value(Element, wake: WaitTicket?)
-        /// Closed and drained.
-        case closed
+        /// Closed and drained: receivers get this error (`ChannelError.closed` or the close error).
+        case closed(any Error)
         /// Nothing to receive now.
         case empty
     }
@@ -90,7 +90,7 @@ struct ChannelStateMachine<Element> {
             s.outcome.pointee.caseIndex = s.caseIndex
             return .value(v, wake: s.ticket)
         }
-        return isClosed ? .closed : .empty
+        return isClosed ? .closed(receiveError) : .empty
     }
 
     /// Closes the channel. Claims every waiter and marks its outcome closed.

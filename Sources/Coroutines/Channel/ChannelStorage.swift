@@ -41,18 +41,12 @@ final class ChannelStorage<Element>: ChannelCore, @unchecked Sendable {
     func send(_ value: Element, from c: Coroutine) throws {
         try c.checkInterrupts()
         lock.lock()
-        switch state.send(value) {
-        case .delivered(let receiver):
-            lock.unlock()
-            receiver.wakeClaimed()
-        case .buffered:
-            lock.unlock()
-        case .closed:
-            lock.unlock()
-            throw ChannelError.closed
-        case .full:
-            try sendWaiting(value, c)   // called with the lock held; returns without it
+        let action = state.send(value)
+        if case .full = action {
+            return try sendWaiting(value, c)   // called with the lock held; returns without it
         }
+        lock.unlock()
+        _ = try complete(action)
     }
 
     /// Queues the current coroutine as a sender and suspends. Called with the lock held.
@@ -84,18 +78,12 @@ final class ChannelStorage<Element>: ChannelCore, @unchecked Sendable {
     func receive(from c: Coroutine) throws -> Element {
         try c.checkInterrupts()
         lock.lock()
-        switch state.receive() {
-        case .value(let v, let sender):
-            lock.unlock()
-            sender?.wakeClaimed()
-            return v
-        case .closed:
-            let error = state.receiveError
-            lock.unlock()
-            throw error
-        case .empty:
+        let action = state.receive()
+        if case .empty = action {
             return try receiveWaiting(c)   // called with the lock held; returns without it
         }
+        lock.unlock()
+        return try complete(action).unsafelyUnwrapped   // not empty: a value or an error
     }
 
     /// Queues the current coroutine as a receiver and suspends. Called with the lock held.
@@ -125,37 +113,51 @@ final class ChannelStorage<Element>: ChannelCore, @unchecked Sendable {
     @inlinable
     func trySend(_ value: Element) throws -> Bool {
         lock.lock()
-        switch state.send(value) {
-        case .delivered(let receiver):
-            lock.unlock()
-            receiver.wakeClaimed()
-            return true
-        case .buffered:
-            lock.unlock()
-            return true
-        case .closed:
-            lock.unlock()
-            throw ChannelError.closed
-        case .full:
-            lock.unlock()
-            return false
-        }
+        let action = state.send(value)
+        lock.unlock()
+        return try complete(action)
     }
 
     @inlinable
     func tryReceive() throws -> Element? {
         lock.lock()
-        switch state.receive() {
+        let action = state.receive()
+        lock.unlock()
+        return try complete(action)
+    }
+
+    // MARK: Completing a decided operation (after the lock is released)
+
+    /// Performs what a send decided under the lock: wakes the receiver it handed the value to.
+    /// - Returns: false if there was no room (the value was not taken).
+    /// - Throws: ``ChannelError/closed``.
+    @inlinable @inline(__always)
+    func complete(_ action: __owned ChannelStateMachine<Element>.SendAction) throws -> Bool {
+        switch consume action {
+        case .delivered(let receiver):
+            receiver.wakeClaimed()
+            return true
+        case .buffered:
+            return true
+        case .closed:
+            throw ChannelError.closed
+        case .full:
+            return false
+        }
+    }
+
+    /// Performs what a receive decided under the lock: wakes the sender whose value it took.
+    /// - Returns: the value, or nil if there was none.
+    /// - Throws: the receive error of a closed, drained channel.
+    @inlinable @inline(__always)
+    func complete(_ action: __owned ChannelStateMachine<Element>.ReceiveAction) throws -> Element? {
+        switch consume action {
         case .value(let v, let sender):
-            lock.unlock()
             sender?.wakeClaimed()
             return v
-        case .closed:
-            let error = state.receiveError
-            lock.unlock()
+        case .closed(let error):
             throw error
         case .empty:
-            lock.unlock()
             return nil
         }
     }
