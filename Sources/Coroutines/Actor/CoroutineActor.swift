@@ -80,6 +80,7 @@ public final class CoroutineActor<Message: Sendable, Reply: Sendable>: Sendable 
     /// Cancels the actor: its mailbox loop ends at the next iteration (so code after the loop
     /// runs once), the envelope being handled may still be answered, and every other message is
     /// rejected with ``ActorError/terminated``. Idempotent; any thread.
+    /// - Suspends: no; throws nothing. Complexity: O(children of the actor's coroutine).
     public func cancel() {
         coroutine.cancel()
     }

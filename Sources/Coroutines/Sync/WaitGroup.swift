@@ -30,6 +30,8 @@ public final class WaitGroup: Sendable {
     }
 
     /// Marks one task done: `add(-1)`.
+    /// - Suspends: no. Any thread. Complexity: O(waiters woken). A count below zero is a
+    ///   precondition failure.
     public func done() { add(-1) }
 
     /// Suspends the current coroutine until the counter is zero (returns at once if it is).
