@@ -49,8 +49,6 @@ struct ChannelWaitQueue {
 
     @inlinable var isEmpty: Bool { items.isEmpty }
 
-    @inlinable var count: Int { items.count }
-
     @inlinable mutating func append(_ waiter: __owned ChannelWaiter) {
         items.append(waiter)
     }
