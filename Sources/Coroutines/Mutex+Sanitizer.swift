@@ -8,7 +8,7 @@ extension Mutex where Value: ~Copyable {
     /// under `--sanitize=thread` every lock it guards would look racy. The annotations are calls
     /// to no-op functions in normal builds.
     @inlinable @inline(__always)
-    borrowing func locked<Result: ~Copyable, E: Error>(
+    package borrowing func locked<Result: ~Copyable, E: Error>(
         _ body: (inout sending Value) throws(E) -> sending Result
     ) throws(E) -> sending Result {
         let address = withUnsafePointer(to: self) { UnsafeMutableRawPointer(mutating: $0) }

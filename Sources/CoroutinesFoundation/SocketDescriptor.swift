@@ -38,7 +38,7 @@ final class SocketDescriptor: Sendable {
     init(fd: Int32) { self.fd = fd }
 
     deinit {
-        let release = state.withLock { s in
+        let release = state.locked { s in
             let r = !s.isReleased
             s.isReleased = true
             return r
@@ -46,12 +46,12 @@ final class SocketDescriptor: Sendable {
         if release { _ = systemClose(fd) }
     }
 
-    var isClosed: Bool { state.withLock { $0.isClosed } }
+    var isClosed: Bool { state.locked { $0.isClosed } }
 
     /// Runs `body` as the socket's one reader or one writer.
     /// - Throws: ``SocketError/closed`` or ``SocketError/busy`` before `body` runs; what `body` throws.
     func withOperation<R>(_ role: Role, _ body: () throws -> R) throws -> R {
-        try state.withLock { s throws(SocketError) in
+        try state.locked { s throws(SocketError) in
             if s.isClosed { throw SocketError.closed }
             switch role {
             case .reader:
@@ -67,7 +67,7 @@ final class SocketDescriptor: Sendable {
     }
 
     private func endOperation(_ role: Role) {
-        let release = state.withLock { s in
+        let release = state.locked { s in
             switch role {
             case .reader: s.reading = false
             case .writer: s.writing = false
@@ -86,12 +86,12 @@ final class SocketDescriptor: Sendable {
     ///   `CoroutineError.timedOut`, `CoroutineError.notInCoroutine`.
     func waitUntilReady(_ role: Role) throws {
         defer {
-            state.withLock { s in
+            state.locked { s in
                 if role == .reader { s.readWaiter = nil } else { s.writeWaiter = nil }
             }
         }
         try Coroutine.waitForIO(fd, writable: role == .writer) { token in
-            state.withLock { s in
+            state.locked { s in
                 guard !s.isClosed else { return false }
                 if role == .reader { s.readWaiter = token } else { s.writeWaiter = token }
                 return true
@@ -103,7 +103,7 @@ final class SocketDescriptor: Sendable {
     /// Closes the socket: waiting operations throw ``SocketError/closed``, later ones too.
     /// Idempotent; any thread; never suspends.
     func close() {
-        let (release, waiters) = state.withLock { s -> (Bool, [IOWaitToken]) in
+        let (release, waiters) = state.locked { s -> (Bool, [IOWaitToken]) in
             guard !s.isClosed else { return (false, []) }
             s.isClosed = true
             let waiters = [s.readWaiter, s.writeWaiter].compactMap { $0 }

@@ -119,6 +119,6 @@ func setResetOnClose(_ socket: TCPSocket) {
 /// Socket inodes recorded from several coroutines.
 final class InodeLog: Sendable {
     private let values = Mutex<[UInt64]>([])
-    func record(_ socket: TCPSocket) { let i = inode(of: socket.fileDescriptor); values.withLock { $0.append(i) } }
-    var all: [UInt64] { values.withLock { $0 } }
+    func record(_ socket: TCPSocket) { let i = inode(of: socket.fileDescriptor); values.locked { $0.append(i) } }
+    var all: [UInt64] { values.locked { $0 } }
 }

@@ -1,3 +1,4 @@
+import Coroutines
 import Foundation
 import Synchronization
 
@@ -13,14 +14,14 @@ final class Box<Value: Sendable>: Sendable {
     private let storage: Mutex<Value>
     init(_ value: Value) { storage = Mutex(value) }
     var value: Value {
-        get { storage.withLock { $0 } }
-        set { storage.withLock { $0 = newValue } }
+        get { storage.locked { $0 } }
+        set { storage.locked { $0 = newValue } }
     }
 
     /// Changes the value in one locked step (`value.append(x)` would read, then write, and lose
     /// a concurrent change).
     func update(_ change: (inout Value) -> Void) {
-        storage.withLock { change(&$0) }
+        storage.locked { change(&$0) }
     }
 }
 
