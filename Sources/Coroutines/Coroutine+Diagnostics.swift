@@ -37,7 +37,10 @@ extension Coroutine {
             var coroutines: [Coroutine] = []
             scheduler.registry.locked { r in
                 var c = r.head
-                while let x = c { coroutines.append(x); c = x.registryNext }
+                while let x = c {
+                    coroutines.append(x.takeUnretainedValue())
+                    c = x._withUnsafeGuaranteedRef { $0.registryNext }
+                }
             }
             for c in coroutines.reversed() {
                 var line = "\(c.name.map { "'\($0)'" } ?? "unnamed") on \(scheduler.name): \(c.status)"

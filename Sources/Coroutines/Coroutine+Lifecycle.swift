@@ -84,25 +84,27 @@ extension Coroutine {
     /// unobserved error. Runs on the coroutine's stack or, for unstarted coroutines, anywhere.
     func finish(error: (any Error)?, bodyRan: Bool = true) {
         status = .finished
-        var timers: [TimerHandle] = []
-        defer { for t in timers { t.cancel() } }
-        let joiners: [Joiner] = shared.locked { s in
+        // Most coroutines end with neither joiners nor cancel timers: the lists are then left
+        // untouched (moving an empty array still costs reference counting).
+        var timers: [TimerHandle]?
+        var joiners: [Joiner]?
+        shared.locked { s in
             s.finished = true
-            s.error = error
-            timers = s.cancelTimers
-            s.cancelTimers = []
-            let j = s.joiners
-            s.joiners = []
-            return j
+            if let error { s.error = error }
+            if !s.cancelTimers.isEmpty { timers = s.cancelTimers; s.cancelTimers = [] }
+            if !s.joiners.isEmpty { joiners = s.joiners; s.joiners = [] }
         }
-        for joiner in joiners {
-            switch joiner {
-            case .coroutine(let ticket): ticket.resume()
-            case .continuation(_, let continuation): continuation.resume()
+        if let timers { for t in timers { t.cancel() } }
+        if let joiners {
+            for joiner in joiners {
+                switch joiner {
+                case .coroutine(let ticket): ticket.resume()
+                case .continuation(_, let continuation): continuation.resume()
+                }
             }
         }
         // Only errors thrown by a body are reported (§4.5), not the reason a body never ran.
-        if let error, bodyRan, reportsUnobservedErrors, joiners.isEmpty, !(error is CancellationError) {
+        if let error, bodyRan, reportsUnobservedErrors, joiners == nil, !(error is CancellationError) {
             let handler = Coroutine.unobservedErrorHandler
             scheduler.execute { [self] in handler(self, error) }
         }

@@ -84,9 +84,11 @@ public final class Coroutine: @unchecked Sendable, Hashable, CustomStringConvert
 
     // MARK: Guarded by `scheduler.registry`
 
-    /// Not retained: the previous entry retains this one through `registryNext`.
-    @exclusivity(unchecked) unowned(unsafe) var registryPrevious: Coroutine?
-    @exclusivity(unchecked) var registryNext: Coroutine?
+    // The registry holds one reference to each entry (taken in `admit`, given back in
+    // `unregister`); the links themselves are `Unmanaged`, so that linking and unlinking costs
+    // no reference counting.
+    @exclusivity(unchecked) var registryPrevious: Unmanaged<Coroutine>?
+    @exclusivity(unchecked) var registryNext: Unmanaged<Coroutine>?
 
     @usableFromInline
     init(scheduler: CoroutineScheduler, name: String?, stackSize: Int?, reportsUnobservedErrors: Bool,

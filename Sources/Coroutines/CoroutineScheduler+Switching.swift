@@ -128,18 +128,20 @@ private let coroutineEntry: @convention(c) (UnsafeMutableRawPointer?) -> Void = 
 @inline(never)
 private func runCoroutine(_ arg: UnsafeMutableRawPointer)
     -> (from: UnsafeMutablePointer<ccoro_context>, loop: UnsafeMutablePointer<ccoro_stack_record>) {
-    let c = Unmanaged<Coroutine>.fromOpaque(arg).takeUnretainedValue()
-    ccoro_fiber_did_switch(nil)
-    var thrown: (any Error)?
-    if let body = c.body {
-        c.body = nil
-        do { try body() } catch { thrown = error }
+    // No reference is taken here: the scheduler's registry holds one until the loop reaps this
+    // coroutine, after the final switch.
+    Unmanaged<Coroutine>.fromOpaque(arg)._withUnsafeGuaranteedRef { c in
+        ccoro_fiber_did_switch(nil)
+        var thrown: (any Error)?
+        if let body = c.body.take() {
+            do { try body() } catch { thrown = error }
+        }
+        if let r = c.record { c.scheduler.checkStack(of: c, r) }
+        c.finish(error: thrown)
+        let scheduler = c.scheduler
+        scheduler.finishedCoroutine = Unmanaged.passUnretained(c)
+        ccoro_tls_set_coroutine(nil, nil)
+        let from = UnsafeMutableRawPointer(c.record.unsafelyUnwrapped).assumingMemoryBound(to: ccoro_context.self)
+        return (from, scheduler.loopRecord)
     }
-    if let r = c.record { c.scheduler.checkStack(of: c, r) }
-    c.finish(error: thrown)
-    let scheduler = c.scheduler
-    scheduler.finishedCoroutine = c
-    ccoro_tls_set_coroutine(nil, nil)
-    let from = UnsafeMutableRawPointer(c.record.unsafelyUnwrapped).assumingMemoryBound(to: ccoro_context.self)
-    return (from, scheduler.loopRecord)
 }

@@ -54,7 +54,7 @@ public final class CoroutineScheduler: @unchecked Sendable {
     @exclusivity(unchecked) var ioWaiters: [Int32: IOWaiters] = [:]
     @exclusivity(unchecked) private var pollEvents: [ccoro_poll_event] = []
     /// A coroutine that finished and switched back to the loop; its stack is released by the loop.
-    @exclusivity(unchecked) var finishedCoroutine: Coroutine?
+    @exclusivity(unchecked) var finishedCoroutine: Unmanaged<Coroutine>?
     /// How many more direct coroutine-to-coroutine switches before the loop gets a turn.
     @exclusivity(unchecked) var directBudget = 0
     /// Default-size stacks kept by this scheduler (taken and given back without a lock).
@@ -84,7 +84,7 @@ public final class CoroutineScheduler: @unchecked Sendable {
     }
 
     struct Registry {
-        var head: Coroutine?
+        var head: Unmanaged<Coroutine>?
         var count = 0
     }
 
@@ -206,10 +206,11 @@ public final class CoroutineScheduler: @unchecked Sendable {
 
     /// Registers a new coroutine and queues its first run (or finishes it if stopped).
     func admit(_ c: Coroutine) {
+        let entry = Unmanaged.passRetained(c)   // the registry's reference, until unregister
         registry.locked { r in
             c.registryNext = r.head
-            r.head?.registryPrevious = c
-            r.head = c
+            r.head?._withUnsafeGuaranteedRef { $0.registryPrevious = entry }
+            r.head = entry
             r.count += 1
         }
         c.status = .ready
@@ -230,13 +231,18 @@ public final class CoroutineScheduler: @unchecked Sendable {
     }
 
     func unregister(_ c: Coroutine) {
-        registry.locked { r in
-            if let p = c.registryPrevious { p.registryNext = c.registryNext } else { r.head = c.registryNext }
-            c.registryNext?.registryPrevious = c.registryPrevious
+        let wasLinked: Bool = registry.locked { r in
+            let (previous, next) = (c.registryPrevious, c.registryNext)
+            guard previous != nil || r.head?.toOpaque() == Unmanaged.passUnretained(c).toOpaque() else { return false }
+            if let previous { previous._withUnsafeGuaranteedRef { $0.registryNext = next } } else { r.head = next }
+            next?._withUnsafeGuaranteedRef { $0.registryPrevious = previous }
             c.registryNext = nil
             c.registryPrevious = nil
             r.count -= 1
+            return true
         }
+        // The registry's reference; the caller still holds its own, so `c` outlives this call.
+        if wasLinked { Unmanaged.passUnretained(c).release() }
     }
 
     /// Makes a suspended coroutine ready. Any thread; on another thread it goes through the
@@ -413,7 +419,8 @@ public final class CoroutineScheduler: @unchecked Sendable {
         transfer(from: loopRecord, to: c)
         if let f = finishedCoroutine {
             finishedCoroutine = nil
-            reap(f)
+            // Guaranteed by the registry's reference, which `reap` gives back as its last step.
+            f._withUnsafeGuaranteedRef { reap($0) }
         }
     }
 
@@ -455,7 +462,7 @@ public final class CoroutineScheduler: @unchecked Sendable {
         var all: [Coroutine] = []
         registry.locked { r in
             var c = r.head
-            while let x = c { all.append(x); c = x.registryNext }
+            while let x = c { all.append(x.takeUnretainedValue()); c = x._withUnsafeGuaranteedRef { $0.registryNext } }
         }
         for c in all { c.cancel() }
     }
