@@ -63,19 +63,20 @@ extension Coroutine {
     /// - Suspends: yes, unless already finished; resumes on the caller's own scheduler.
     /// - Complexity: O(1) to register; O(joiners) to cancel a join.
     public func join() throws {
-        let me = try Coroutine.requireCurrent()
-        if me === self { throw CoroutineError.joinSelf }
-        try me.wait(.join, register: { ticket in
-            shared.locked { s in
-                if s.finished { return true }
-                s.joiners.append(.coroutine(ticket))
-                return false
-            }
-        }, unregister: { ticket in
-            shared.locked { s in
-                s.joiners.removeAll { if case .coroutine(let t) = $0 { return t.matches(ticket) } else { return false } }
-            }
-        })
+        try Coroutine.withCurrent { me in
+            if me === self { throw CoroutineError.joinSelf }
+            try me.wait(.join, register: { ticket in
+                shared.locked { s in
+                    if s.finished { return true }
+                    s.joiners.append(.coroutine(ticket))
+                    return false
+                }
+            }, unregister: { ticket in
+                shared.locked { s in
+                    s.joiners.removeAll { if case .coroutine(let t) = $0 { return t.matches(ticket) } else { return false } }
+                }
+            })
+        }
     }
 
     // MARK: Finishing

@@ -13,17 +13,18 @@ extension Coroutine {
     /// - Suspends: yes; resumes on the coroutine's own scheduler.
     /// - Complexity: O(log n) in the scheduler's armed timers.
     public static func delay(_ duration: Duration) throws {
-        let c = try requireCurrent()
         guard duration > .zero else { return try yield() }
-        let deadline = deadlineNanoseconds(after: duration)
-        let scheduler = c.scheduler
-        var node: TimerNode?
-        try c.wait(.delay, register: { ticket in
-            node = scheduler.timers.schedule(deadline: deadline) { ticket.resume() }
-            return false
-        }, unregister: { _ in
-            if let node { scheduler.timers.remove(node) }
-        })
+        try withCurrent { c in
+            let deadline = deadlineNanoseconds(after: duration)
+            let scheduler = c.scheduler
+            var node: TimerNode?
+            try c.wait(.delay, register: { ticket in
+                node = scheduler.timers.schedule(deadline: deadline) { ticket.resume() }
+                return false
+            }, unregister: { _ in
+                if let node { scheduler.timers.remove(node) }
+            })
+        }
     }
 
     /// Lets the other ready coroutines of this scheduler run, then continues.
@@ -34,15 +35,16 @@ extension Coroutine {
     ///   scheduler.
     /// - Complexity: O(1).
     public static func yield() throws {
-        let c = try requireCurrent()
-        try c.checkInterrupts()
-        let s = c.scheduler
-        c.status = .ready
-        s.runQueue.append(c)
-        c.waitKindValue.store(WaitKind.yield.rawValue, ordering: .relaxed)
-        s.switchAway(from: c)
-        c.waitKindValue.store(WaitKind.none.rawValue, ordering: .relaxed)
-        try c.checkInterrupts()
+        try withCurrent { c in
+            try c.checkInterrupts()
+            let s = c.scheduler
+            c.status = .ready
+            s.runQueue.append(c)
+            c.waitKindValue.store(WaitKind.yield.rawValue, ordering: .relaxed)
+            s.switchAway(from: c)
+            c.waitKindValue.store(WaitKind.none.rawValue, ordering: .relaxed)
+            try c.checkInterrupts()
+        }
     }
 
     /// Runs `body` in the calling coroutine with a time limit.

@@ -89,6 +89,17 @@ extension Coroutine {
         return c
     }
 
+    /// Runs `body` with the running coroutine, or throws `CoroutineError.notInCoroutine`.
+    ///
+    /// Unlike ``requireCurrent()`` it takes no reference: the running coroutine is kept alive by
+    /// its scheduler's registry until the loop reaps it, after its body ended, so it outlives
+    /// anything its own code calls. Only for code running on that coroutine.
+    @usableFromInline @inline(__always)
+    static func withCurrent<R>(_ body: (Coroutine) throws -> R) throws -> R {
+        guard let p = ccoro_tls_coroutine() else { throw CoroutineError.notInCoroutine }
+        return try Unmanaged<Coroutine>.fromOpaque(p)._withUnsafeGuaranteedRef(body)
+    }
+
     /// Throws if a suspending operation must not proceed: cancelled, or a timeout scope expired.
     @usableFromInline @inline(__always)
     func checkInterrupts() throws {

@@ -133,12 +133,13 @@ public final class Promise<Value: Sendable>: @unchecked Sendable {
     /// - Complexity: O(1) to register; O(waiters) to withdraw after cancellation.
     @inlinable
     public func await() throws -> Value {
-        let c = try Coroutine.requireCurrent()
-        try c.wait(.promise, register: { ticket in
-            withState { $0.add(ticket) }
-        }, unregister: { ticket in
-            withState { $0.remove(ticket) }
-        })
+        try Coroutine.withCurrent { c in
+            try c.wait(.promise, register: { ticket in
+                withState { $0.add(ticket) }
+            }, unregister: { ticket in
+                withState { $0.remove(ticket) }
+            })
+        }
         guard let o = withState({ $0.outcome }) else {
             preconditionFailure("internal inconsistency: a promise waiter was resumed while pending")
         }

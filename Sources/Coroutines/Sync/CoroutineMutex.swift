@@ -30,12 +30,13 @@ public final class CoroutineMutex: Sendable {
     /// - Suspends: while the lock is held; resumes on the coroutine's own scheduler.
     /// - Complexity: O(1) to take or queue; O(waiters) to withdraw after cancellation.
     public func lock() throws {
-        let c = try Coroutine.requireCurrent()
-        try c.wait(.mutex, register: { ticket in
-            try state.locked { try $0.lock(ticket) }
-        }, unregister: { ticket in
-            state.locked { $0.withdraw(ticket) }
-        })
+        try Coroutine.withCurrent { c in
+            try c.wait(.mutex, register: { ticket in
+                try state.locked { try $0.lock(ticket) }
+            }, unregister: { ticket in
+                state.locked { $0.withdraw(ticket) }
+            })
+        }
     }
 
     /// Releases the lock, handing it to the first waiting coroutine.

@@ -33,12 +33,13 @@ public final class CoroutineSemaphore: Sendable {
     /// - Suspends: while no permit is available; resumes on the coroutine's own scheduler.
     /// - Complexity: O(1) to take or queue; O(waiters) to withdraw after cancellation.
     public func acquire() throws {
-        let c = try Coroutine.requireCurrent()
-        try c.wait(.semaphore, register: { ticket in
-            state.locked { $0.acquire(ticket) }
-        }, unregister: { ticket in
-            state.locked { s in _ = s.waiters.remove { $0.matches(ticket) } }
-        })
+        try Coroutine.withCurrent { c in
+            try c.wait(.semaphore, register: { ticket in
+                state.locked { $0.acquire(ticket) }
+            }, unregister: { ticket in
+                state.locked { s in _ = s.waiters.remove { $0.matches(ticket) } }
+            })
+        }
     }
 
     /// Returns a permit: to the first waiting coroutine, else to the pool.

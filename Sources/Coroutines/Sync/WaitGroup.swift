@@ -41,16 +41,17 @@ public final class WaitGroup: Sendable {
     ///   `CoroutineError.notInCoroutine` outside a coroutine.
     /// - Suspends: while the counter is above zero; resumes on the coroutine's own scheduler.
     public func wait() throws {
-        let c = try Coroutine.requireCurrent()
-        try c.wait(.waitGroup, register: { ticket in
-            state.locked { s in
-                if s.count == 0 { return true }
-                s.waiters.append(ticket)
-                return false
-            }
-        }, unregister: { ticket in
-            state.locked { s in _ = s.waiters.remove { $0.matches(ticket) } }
-        })
+        try Coroutine.withCurrent { c in
+            try c.wait(.waitGroup, register: { ticket in
+                state.locked { s in
+                    if s.count == 0 { return true }
+                    s.waiters.append(ticket)
+                    return false
+                }
+            }, unregister: { ticket in
+                state.locked { s in _ = s.waiters.remove { $0.matches(ticket) } }
+            })
+        }
     }
 
     /// The counter now. Any thread; O(1).
