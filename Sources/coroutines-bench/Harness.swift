@@ -34,9 +34,12 @@ struct Summary {
 }
 
 func measure(_ w: Workload) throws -> Summary {
-    _ = try w.run()   // warm-up
+    let warmUp = try w.run()
     var values: [Double] = []
     for _ in 0..<w.runs { values.append(try w.run()) }
+    if getenv("COROUTINES_BENCH_VERBOSE") != nil {
+        emit("  \(w.name): warm-up \(format(warmUp)), runs \(values.map(format).joined(separator: " "))")
+    }
     values.sort()
     let median = values.count % 2 == 1 ? values[values.count / 2] : (values[values.count / 2 - 1] + values[values.count / 2]) / 2
     return Summary(median: median, min: values.first!, max: values.last!, n: values.count)
