@@ -37,11 +37,12 @@ extension Coroutine {
     public static func yield() throws {
         try withCurrent { c in
             try c.checkInterrupts()
-            let s = c.scheduler
-            c.status = .ready
-            s.runQueue.append(c)
-            c.waitKindValue.store(WaitKind.yield.rawValue, ordering: .relaxed)
-            s.switchAway(from: c)
+            Unmanaged.passUnretained(c.scheduler)._withUnsafeGuaranteedRef { s in
+                c.status = .ready
+                s.runQueue.append(c)
+                c.waitKindValue.store(WaitKind.yield.rawValue, ordering: .relaxed)
+                s.switchAway(from: c)
+            }
             c.waitKindValue.store(WaitKind.none.rawValue, ordering: .relaxed)
             try c.checkInterrupts()
         }

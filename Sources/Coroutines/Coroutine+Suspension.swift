@@ -143,8 +143,8 @@ extension Coroutine {
     @usableFromInline
     static func wake(_ c: __owned Coroutine, _ reason: WakeReason) {
         c.wakeReason = reason
-        let s = c.scheduler
-        s.makeReady(c)
+        // The scheduler is borrowed, not retained: `c` (alive, owned here) holds it.
+        Unmanaged.passUnretained(c.scheduler)._withUnsafeGuaranteedRef { $0.makeReady(c) }
     }
 
     /// Claims the current suspension, if one is armed (cancellation, timeouts).
