@@ -26,31 +26,65 @@ import CCoroutines
 ///   `CoroutineError.notInCoroutine` outside a coroutine.
 /// - Suspends: while no case is ready (unless there is an `otherwise`); resumes on the
 ///   coroutine's own scheduler.
-/// - Complexity: O(cases · log cases) to lock the channels in address order, plus O(waiters)
-///   per channel to withdraw the losing cases after a wait.
+/// - Complexity: O(cases²) to sort the channels into address order (insertion sort: a select has
+///   a handful of cases), plus O(waiters) per channel to withdraw the losing cases after a wait.
+///   No heap allocation for up to four cases whose values are small (the cases live on the
+///   coroutine's stack), except for the timer of a waiting `timeout` case.
 ///
 /// The algorithm is Go's (runtime `select.go`, `selectgo`): lock every channel in address
 /// order, poll the cases in a random order, and if none is ready publish a waiter on every
 /// channel with one shared claim, so that exactly one case can win.
 @inlinable
 public func select<Outcome>(_ build: (inout Select<Outcome>) throws -> Void) throws -> Outcome {
-    let c = try Coroutine.requireCurrent()
-    var s = Select<Outcome>()
-    try build(&s)
-    return try s.run(in: c)
+    guard let current = ccoro_tls_coroutine() else { throw CoroutineError.notInCoroutine }
+    // The cases live in this stack buffer (beyond its capacity, on the heap), so a select
+    // over a handful of channels allocates nothing.
+    return try withUnsafeTemporaryAllocation(byteCount: selectInlineByteCount, alignment: 16) { buffer in
+        var s = Select<Outcome>(buffer: buffer)
+        defer { s.destroyCases() }
+        try build(&s)
+        // The running coroutine is alive while it runs: borrow it without reference counting.
+        return try Unmanaged<Coroutine>.fromOpaque(current)._withUnsafeGuaranteedRef { try s.run(in: $0) }
+    }
 }
+
+/// Bytes of the stack buffer of one ``select(_:)``: the records of the first
+/// ``selectInlineCaseCapacity`` cases, then their payloads (channel, body, and the value or the
+/// receive slot; 32 bytes for an `Int` channel).
+@inlinable var selectInlineByteCount: Int { 512 }
+
+/// How many case records fit the stack buffer of one ``select(_:)`` before they move to the heap.
+@inlinable var selectInlineCaseCapacity: Int { 4 }
 
 /// The cases of one ``select(_:)``, added by its `build` closure.
 ///
-/// Not copyable: it exists only for the duration of the `select` call.
+/// Not copyable: it exists only for the duration of the `select` call. The cases live in memory
+/// on the selecting coroutine's stack; a select with more than four cases, or with large values
+/// or element types aligned to more than 16 bytes, puts the excess on the heap.
 public struct Select<Outcome>: ~Copyable {
-    @usableFromInline var cases: [SelectCase<Outcome>] = []
+    /// The case records: in the stack buffer while they fit, else on the heap.
+    @usableFromInline var cases: UnsafeMutablePointer<SelectCase>
+    @usableFromInline var count = 0
+    @usableFromInline var capacity: Int
+    @usableFromInline var casesOnHeap = false
+    /// The unused part of the stack buffer, for payloads.
+    @usableFromInline var arenaNext: UnsafeMutableRawPointer
+    @usableFromInline let arenaEnd: UnsafeMutableRawPointer
     @usableFromInline var otherwiseBody: (() throws -> Outcome)?
     @usableFromInline var timeoutDeadline = UInt64.max
     @usableFromInline var timeoutBody: (() throws -> Outcome)?
 
-    @inlinable init() {
-        cases.reserveCapacity(4)   // one allocation for the usual handful of cases
+    /// Lays out the case records and then the payloads in `buffer`, which outlives the select.
+    @inlinable
+    init(buffer: UnsafeMutableRawBufferPointer) {
+        let base = buffer.baseAddress.unsafelyUnwrapped
+        let recordBytes = selectInlineCaseCapacity * MemoryLayout<SelectCase>.stride
+        precondition(MemoryLayout<SelectCase>.alignment <= 16 && recordBytes < buffer.count,
+                     "internal inconsistency: the select stack buffer cannot hold its case records")
+        cases = base.bindMemory(to: SelectCase.self, capacity: selectInlineCaseCapacity)
+        capacity = selectInlineCaseCapacity
+        arenaNext = base + recordBytes
+        arenaEnd = base + buffer.count
     }
 
     /// Adds a case that receives from `channel`.
@@ -58,26 +92,38 @@ public struct Select<Outcome>: ~Copyable {
     /// - Parameters:
     ///   - channel: The channel to receive from. It may appear in several cases.
     ///   - body: Runs with the received value, or nil if the channel is closed and drained.
-    /// - Complexity: O(1).
-    @inlinable
+    /// - Complexity: O(1) amortised; no heap allocation for the first four cases of a select
+    ///   (unless their values are large).
+    @inlinable @inline(__always)
     public mutating func receive<Element>(from channel: Channel<Element>,
                                           _ body: @escaping (Element?) throws -> Outcome) {
-        cases.append(ReceiveCase(channel.storage, body))
+        typealias Case = SelectReceiveCase<Element, Outcome>
+        let (payload, onHeap) = allocatePayload(byteCount: Case.Layout.byteCount, alignment: Case.Layout.alignment)
+        payload.initializeMemory(as: Case.self, to: Case(storage: channel.storage, body: body))
+        append(SelectCase(channel: channel.storage, operation: { try Case.operate($0, $1, $2) },
+                          payload: payload, isSend: false, payloadOnHeap: onHeap))
     }
 
     /// Adds a case that sends `value` to `channel`.
     ///
     /// If the channel is (or becomes, while the select waits) closed, this case is ready and the
-    /// select throws ``ChannelError/closed``; the value is not delivered.
+    /// select throws ``ChannelError/closed``; the value is not delivered. If another case runs,
+    /// the value is not delivered either and is destroyed when `select` returns.
     /// - Parameters:
     ///   - value: The value to send if this case is chosen.
     ///   - channel: The channel to send to.
     ///   - body: Runs after the value was taken or buffered.
-    /// - Complexity: O(1).
-    @inlinable
+    /// - Complexity: O(1) amortised; no heap allocation for the first four cases of a select
+    ///   (unless their values are large).
+    @inlinable @inline(__always)
     public mutating func send<Element>(_ value: Element, to channel: Channel<Element>,
                                        _ body: @escaping () throws -> Outcome) {
-        cases.append(SendCase(value, channel.storage, body))
+        typealias Case = SelectSendCase<Element, Outcome>
+        let (payload, onHeap) = allocatePayload(byteCount: Case.Layout.byteCount, alignment: Case.Layout.alignment)
+        payload.initializeMemory(as: Case.self, to: Case(storage: channel.storage, body: body))
+        (payload + Case.Layout.elementOffset).initializeMemory(as: Element.self, to: value)
+        append(SelectCase(channel: channel.storage, operation: { try Case.operate($0, $1, $2) },
+                          payload: payload, isSend: true, payloadOnHeap: onHeap))
     }
 
     /// Adds a case that is chosen if nothing else is ready after `duration`.
@@ -97,9 +143,56 @@ public struct Select<Outcome>: ~Copyable {
     /// Adds the non-blocking alternative: runs if no case is ready at the instant of the call.
     ///
     /// A second `otherwise` in one select is a precondition failure.
+    /// - Complexity: O(1).
     @inlinable
     public mutating func otherwise(_ body: @escaping () throws -> Outcome) {
         precondition(otherwiseBody == nil, "select: a second `otherwise` case; a select takes at most one")
         otherwiseBody = body
+    }
+
+    // MARK: Case storage
+
+    /// Memory for one payload: from the stack buffer if it fits, else from the heap.
+    @inlinable @inline(__always)
+    mutating func allocatePayload(byteCount: Int, alignment: Int) -> (UnsafeMutableRawPointer, onHeap: Bool) {
+        if alignment <= 16 {
+            let start = arenaNext.alignedUp(toMultipleOf: alignment)
+            if byteCount <= arenaEnd - start {
+                arenaNext = start + byteCount
+                return (start, false)
+            }
+        }
+        return (UnsafeMutableRawPointer.allocate(byteCount: Swift.max(byteCount, 1), alignment: alignment), true)
+    }
+
+    @inlinable @inline(__always)
+    mutating func append(_ selectCase: __owned SelectCase) {
+        if count == capacity { growCases() }
+        (cases + count).initialize(to: selectCase)
+        count += 1
+    }
+
+    /// Moves the case records to a heap buffer twice as large.
+    @inlinable @inline(never)
+    mutating func growCases() {
+        let grown = UnsafeMutablePointer<SelectCase>.allocate(capacity: capacity * 2)
+        grown.moveInitialize(from: cases, count: count)
+        if casesOnHeap { cases.deallocate() }
+        cases = grown
+        capacity *= 2
+        casesOnHeap = true
+    }
+
+    /// Destroys every case (its payload, and a send case's value) and frees their heap memory.
+    @inlinable
+    mutating func destroyCases() {
+        for i in 0..<count {
+            let selectCase = cases + i
+            _ = selectCase.performNonThrowing(.destroy)
+            if selectCase.pointee.payloadOnHeap { selectCase.pointee.payload.deallocate() }
+        }
+        cases.deinitialize(count: count)
+        if casesOnHeap { cases.deallocate() }
+        count = 0
     }
 }
