@@ -17,26 +17,28 @@ extension Select {
             for k in 0..<lockCount { selectLock(locks[k]) }
 
             // Pass 1: poll in a random order, so that a ready case is chosen uniformly.
-            let polled: Int = withUnsafeTemporaryAllocation(of: Int.self, capacity: n + 1) { order in
-                let total = n + (timeoutReady ? 1 : 0)
-                c.scheduler.randomPermutation(order, count: total)
-                for k in 0..<total {
-                    let i = order[k]
-                    if i == n || (cases + i).performNonThrowing(.poll) { return i }
+            var polled = SelectCase.Polled()
+            let ready: Int = withUnsafeMutablePointer(to: &polled) { polled in
+                withUnsafeTemporaryAllocation(of: Int.self, capacity: n + 1) { order in
+                    let total = n + (timeoutReady ? 1 : 0)
+                    c.scheduler.randomPermutation(order, count: total)
+                    for k in 0..<total {
+                        let i = order[k]
+                        if i == n || (cases + i).performNonThrowing(.poll, UnsafeMutableRawPointer(polled)) { return i }
+                    }
+                    return -1
                 }
-                return -1
             }
-            if polled >= 0 {
+            if ready >= 0 {
                 selectUnlock(locks, lockCount)
-                if polled == n { return try timeoutBody.unsafelyUnwrapped() }
-                let chosen = cases + polled
-                if chosen.pointee.closedAtPoll { return try selectFinish(chosen, closed: true) }
-                chosen.pointee.peer.take()?.wakeClaimed()
-                return try selectFinish(chosen, closed: false)
+                if ready == n { return try timeoutBody.unsafelyUnwrapped.pointee() }
+                if polled.closed { return try selectFinish(cases + ready, closed: true) }
+                polled.peer.take()?.wakeClaimed()
+                return try selectFinish(cases + ready, closed: false)
             }
             if let otherwiseBody {
                 selectUnlock(locks, lockCount)
-                return try otherwiseBody()
+                return try otherwiseBody.pointee()
             }
 
             // Pass 2: publish one waiter per case, all with the same ticket, and suspend.
@@ -65,7 +67,7 @@ extension Select {
                 for i in 0..<n where i != winner { (cases + i).withdraw(ticket, o) }
                 return winner
             }
-            if winner == n { return try timeoutBody.unsafelyUnwrapped() }
+            if winner == n { return try timeoutBody.unsafelyUnwrapped.pointee() }
             precondition(winner >= 0 && winner < n, "internal inconsistency: select woken without a winning case")
             return try selectFinish(cases + winner, closed: outcome.closed)
         }

@@ -49,8 +49,8 @@ public func select<Outcome>(_ build: (inout Select<Outcome>) throws -> Void) thr
 }
 
 /// Bytes of the stack buffer of one ``select(_:)``: the records of the first
-/// ``selectInlineCaseCapacity`` cases, then their payloads (channel, body, and the value or the
-/// receive slot; 32 bytes for an `Int` channel).
+/// ``selectInlineCaseCapacity`` cases, then their blocks (body closure and value or receive
+/// slot: 24 bytes for an `Int` channel) and the `otherwise` and `timeout` bodies.
 @inlinable var selectInlineByteCount: Int { 512 }
 
 /// How many case records fit the stack buffer of one ``select(_:)`` before they move to the heap.
@@ -62,19 +62,26 @@ public func select<Outcome>(_ build: (inout Select<Outcome>) throws -> Void) thr
 /// on the selecting coroutine's stack; a select with more than four cases, or with large values
 /// or element types aligned to more than 16 bytes, puts the excess on the heap.
 public struct Select<Outcome>: ~Copyable {
+    // Every stored property is trivial, so that the struct itself needs no destruction (which
+    // would go through its generic metadata): what the cases own is destroyed by `destroyCases`.
+
     /// The case records: in the stack buffer while they fit, else on the heap.
     @usableFromInline var cases: UnsafeMutablePointer<SelectCase>
     @usableFromInline var count = 0
     @usableFromInline var capacity: Int
     @usableFromInline var casesOnHeap = false
-    /// The unused part of the stack buffer, for payloads.
+    /// The unused part of the stack buffer, for blocks.
     @usableFromInline var arenaNext: UnsafeMutableRawPointer
     @usableFromInline let arenaEnd: UnsafeMutableRawPointer
-    @usableFromInline var otherwiseBody: (() throws -> Outcome)?
+    /// The `otherwise` body (initialised), if any.
+    @usableFromInline var otherwiseBody: UnsafeMutablePointer<() throws -> Outcome>?
+    @usableFromInline var otherwiseOnHeap = false
+    /// The body of the earliest `timeout` (initialised), if any, and its deadline.
+    @usableFromInline var timeoutBody: UnsafeMutablePointer<() throws -> Outcome>?
+    @usableFromInline var timeoutOnHeap = false
     @usableFromInline var timeoutDeadline = UInt64.max
-    @usableFromInline var timeoutBody: (() throws -> Outcome)?
 
-    /// Lays out the case records and then the payloads in `buffer`, which outlives the select.
+    /// Lays out the case records and then the blocks in `buffer`, which outlives the select.
     @inlinable
     init(buffer: UnsafeMutableRawBufferPointer) {
         let base = buffer.baseAddress.unsafelyUnwrapped
@@ -98,10 +105,11 @@ public struct Select<Outcome>: ~Copyable {
     public mutating func receive<Element>(from channel: Channel<Element>,
                                           _ body: @escaping (Element?) throws -> Outcome) {
         typealias Case = SelectReceiveCase<Element, Outcome>
-        let (payload, onHeap) = allocatePayload(byteCount: Case.Layout.byteCount, alignment: Case.Layout.alignment)
-        payload.initializeMemory(as: Case.self, to: Case(storage: channel.storage, body: body))
+        let (block, onHeap) = allocateBlock(byteCount: Case.Layout.byteCount, alignment: Case.Layout.alignment)
+        block.initializeMemory(as: Case.Body.self, to: body)
         append(SelectCase(channel: channel.storage, operation: { try Case.operate($0, $1, $2) },
-                          payload: payload, isSend: false, payloadOnHeap: onHeap))
+                          body: block, element: block + Case.Layout.elementOffset,
+                          isSend: false, elementIsTrivial: true, blockOnHeap: onHeap))
     }
 
     /// Adds a case that sends `value` to `channel`.
@@ -119,11 +127,12 @@ public struct Select<Outcome>: ~Copyable {
     public mutating func send<Element>(_ value: Element, to channel: Channel<Element>,
                                        _ body: @escaping () throws -> Outcome) {
         typealias Case = SelectSendCase<Element, Outcome>
-        let (payload, onHeap) = allocatePayload(byteCount: Case.Layout.byteCount, alignment: Case.Layout.alignment)
-        payload.initializeMemory(as: Case.self, to: Case(storage: channel.storage, body: body))
-        (payload + Case.Layout.elementOffset).initializeMemory(as: Element.self, to: value)
+        let (block, onHeap) = allocateBlock(byteCount: Case.Layout.byteCount, alignment: Case.Layout.alignment)
+        block.initializeMemory(as: Case.Body.self, to: body)
+        (block + Case.Layout.elementOffset).initializeMemory(as: Element.self, to: value)
         append(SelectCase(channel: channel.storage, operation: { try Case.operate($0, $1, $2) },
-                          payload: payload, isSend: true, payloadOnHeap: onHeap))
+                          body: block, element: block + Case.Layout.elementOffset,
+                          isSend: true, elementIsTrivial: _isPOD(Element.self), blockOnHeap: onHeap))
     }
 
     /// Adds a case that is chosen if nothing else is ready after `duration`.
@@ -134,9 +143,17 @@ public struct Select<Outcome>: ~Copyable {
     @inlinable
     public mutating func timeout(after duration: Duration, _ body: @escaping () throws -> Outcome) {
         let deadline = deadlineNanoseconds(after: duration)
-        if timeoutBody == nil || deadline < timeoutDeadline {
+        if let timeoutBody {
+            if deadline < timeoutDeadline {
+                timeoutDeadline = deadline
+                timeoutBody.pointee = body
+            }
+        } else {
+            let (block, onHeap) = allocateBlock(byteCount: MemoryLayout<() throws -> Outcome>.size,
+                                                alignment: MemoryLayout<() throws -> Outcome>.alignment)
+            timeoutBody = block.initializeMemory(as: (() throws -> Outcome).self, to: body)
+            timeoutOnHeap = onHeap
             timeoutDeadline = deadline
-            timeoutBody = body
         }
     }
 
@@ -147,14 +164,17 @@ public struct Select<Outcome>: ~Copyable {
     @inlinable
     public mutating func otherwise(_ body: @escaping () throws -> Outcome) {
         precondition(otherwiseBody == nil, "select: a second `otherwise` case; a select takes at most one")
-        otherwiseBody = body
+        let (block, onHeap) = allocateBlock(byteCount: MemoryLayout<() throws -> Outcome>.size,
+                                            alignment: MemoryLayout<() throws -> Outcome>.alignment)
+        otherwiseBody = block.initializeMemory(as: (() throws -> Outcome).self, to: body)
+        otherwiseOnHeap = onHeap
     }
 
     // MARK: Case storage
 
-    /// Memory for one payload: from the stack buffer if it fits, else from the heap.
+    /// Memory for one block: from the stack buffer if it fits, else from the heap.
     @inlinable @inline(__always)
-    mutating func allocatePayload(byteCount: Int, alignment: Int) -> (UnsafeMutableRawPointer, onHeap: Bool) {
+    mutating func allocateBlock(byteCount: Int, alignment: Int) -> (UnsafeMutableRawPointer, onHeap: Bool) {
         if alignment <= 16 {
             let start = arenaNext.alignedUp(toMultipleOf: alignment)
             if byteCount <= arenaEnd - start {
@@ -183,16 +203,28 @@ public struct Select<Outcome>: ~Copyable {
         casesOnHeap = true
     }
 
-    /// Destroys every case (its payload, and a send case's value) and frees their heap memory.
-    @inlinable
+    /// Destroys every case (its body, and a send case's value), the `otherwise` and `timeout`
+    /// bodies, and frees their heap memory. Not inlined, so that `select`'s own code stays small
+    /// enough for the `build` closure to be inlined into it.
+    @inlinable @inline(never)
     mutating func destroyCases() {
         for i in 0..<count {
             let selectCase = cases + i
-            _ = selectCase.performNonThrowing(.destroy)
-            if selectCase.pointee.payloadOnHeap { selectCase.pointee.payload.deallocate() }
+            if selectCase.pointee.needsDestroy { _ = selectCase.performNonThrowing(.destroy) }
+            selectCase.pointee.release()
+            selectCase.deinitialize(count: 1)
         }
-        cases.deinitialize(count: count)
         if casesOnHeap { cases.deallocate() }
         count = 0
+        if let otherwiseBody {
+            otherwiseBody.deinitialize(count: 1)
+            if otherwiseOnHeap { otherwiseBody.deallocate() }
+            self.otherwiseBody = nil
+        }
+        if let timeoutBody {
+            timeoutBody.deinitialize(count: 1)
+            if timeoutOnHeap { timeoutBody.deallocate() }
+            self.timeoutBody = nil
+        }
     }
 }

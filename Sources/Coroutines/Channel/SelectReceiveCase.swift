@@ -1,40 +1,33 @@
-/// The typed payload of a select's receive case: the channel and the body. The received value
-/// is written into the slot that follows the payload in the same block
-/// (``SelectPayloadLayout``), by `poll` or by the sender that completes the waiting case.
+/// The operations of a select's receive case, for a channel of `Element` and a select of
+/// `Outcome`. The case's block holds the body closure and then the slot that the received value
+/// is written into, by `poll` or by the sender that completes the waiting case
+/// (``SelectPayloadLayout``).
 ///
 /// ``operate(_:_:_:)`` is the case's ``SelectCase/Operation``.
 @usableFromInline
-struct SelectReceiveCase<Element, Outcome> {
-    @usableFromInline typealias Layout = SelectPayloadLayout<Self, Element>
-
-    @usableFromInline let storage: ChannelStorage<Element>
-    @usableFromInline let body: (Element?) throws -> Outcome
-
-    @inlinable
-    init(storage: ChannelStorage<Element>, body: @escaping (Element?) throws -> Outcome) {
-        self.storage = storage
-        self.body = body
-    }
+enum SelectReceiveCase<Element, Outcome> {
+    @usableFromInline typealias Body = (Element?) throws -> Outcome
+    @usableFromInline typealias Layout = SelectPayloadLayout<Body, Element>
 
     /// Performs `step` of the receive case `selectCase` (see ``SelectCase/Step``).
     @inlinable
     static func operate(_ step: SelectCase.Step, _ selectCase: UnsafeMutablePointer<SelectCase>,
                         _ argument: UnsafeMutableRawPointer?) throws -> Bool {
-        let base = selectCase.pointee.payload
-        let payload = base.assumingMemoryBound(to: Self.self)
-        let slot = (base + Layout.elementOffset).assumingMemoryBound(to: Element.self)
-        // The payload holds the channel alive: borrow it without reference counting.
+        let body = selectCase.pointee.body.assumingMemoryBound(to: Body.self)
+        let slot = selectCase.pointee.element.assumingMemoryBound(to: Element.self)
+        // The case holds the channel alive: borrow it without reference counting.
         let storage = Unmanaged<ChannelStorage<Element>>.fromOpaque(selectCase.pointee.channel)
         switch step {
         case .poll:
+            let polled = argument.unsafelyUnwrapped.assumingMemoryBound(to: SelectCase.Polled.self)
             return storage._withUnsafeGuaranteedRef { storage in
                 switch storage.state.receive() {
                 case .value(let v, let sender):
                     slot.initialize(to: v)
-                    selectCase.pointee.peer = sender
+                    polled.pointee.peer = sender
                     return true
                 case .closed:
-                    selectCase.pointee.closedAtPoll = true
+                    polled.pointee.closed = true
                     return true
                 case .empty:
                     return false
@@ -53,12 +46,12 @@ struct SelectReceiveCase<Element, Outcome> {
             storage._withUnsafeGuaranteedRef { $0.withdrawReceiver(wait.pointee.ticket) }
         case .finish:
             let result = argument.unsafelyUnwrapped.assumingMemoryBound(to: Outcome.self)
-            result.initialize(to: try payload.pointee.body(slot.move()))
+            result.initialize(to: try body.pointee(slot.move()))
         case .finishClosed:
             let result = argument.unsafelyUnwrapped.assumingMemoryBound(to: Outcome.self)
-            result.initialize(to: try payload.pointee.body(nil))
+            result.initialize(to: try body.pointee(nil))
         case .destroy:
-            payload.deinitialize(count: 1)   // the slot holds no value: `finish` moved it out
+            body.deinitialize(count: 1)   // the slot holds no value: `finish` moved it out
         }
         return true
     }

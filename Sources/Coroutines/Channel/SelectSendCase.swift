@@ -1,42 +1,35 @@
-/// The typed payload of a select's send case: the channel and the body. The value to send
-/// follows the payload in the same block (``SelectPayloadLayout``) and stays there for the
-/// whole select: a waiting case publishes its address, and the receiver that completes the case
-/// copies it under the channel's lock. It is destroyed with the case, whether it was sent or not.
+/// The operations of a select's send case, for a channel of `Element` and a select of
+/// `Outcome`. The case's block holds the body closure and then the value to send
+/// (``SelectPayloadLayout``), which stays there for the whole select: a waiting case publishes
+/// its address, and the receiver that completes the case copies it under the channel's lock.
+/// It is destroyed with the case, whether it was sent or not.
 ///
 /// ``operate(_:_:_:)`` is the case's ``SelectCase/Operation``.
 @usableFromInline
-struct SelectSendCase<Element, Outcome> {
-    @usableFromInline typealias Layout = SelectPayloadLayout<Self, Element>
-
-    @usableFromInline let storage: ChannelStorage<Element>
-    @usableFromInline let body: () throws -> Outcome
-
-    @inlinable
-    init(storage: ChannelStorage<Element>, body: @escaping () throws -> Outcome) {
-        self.storage = storage
-        self.body = body
-    }
+enum SelectSendCase<Element, Outcome> {
+    @usableFromInline typealias Body = () throws -> Outcome
+    @usableFromInline typealias Layout = SelectPayloadLayout<Body, Element>
 
     /// Performs `step` of the send case `selectCase` (see ``SelectCase/Step``).
     @inlinable
     static func operate(_ step: SelectCase.Step, _ selectCase: UnsafeMutablePointer<SelectCase>,
                         _ argument: UnsafeMutableRawPointer?) throws -> Bool {
-        let base = selectCase.pointee.payload
-        let payload = base.assumingMemoryBound(to: Self.self)
-        let value = (base + Layout.elementOffset).assumingMemoryBound(to: Element.self)
-        // The payload holds the channel alive: borrow it without reference counting.
+        let body = selectCase.pointee.body.assumingMemoryBound(to: Body.self)
+        let value = selectCase.pointee.element.assumingMemoryBound(to: Element.self)
+        // The case holds the channel alive: borrow it without reference counting.
         let storage = Unmanaged<ChannelStorage<Element>>.fromOpaque(selectCase.pointee.channel)
         switch step {
         case .poll:
+            let polled = argument.unsafelyUnwrapped.assumingMemoryBound(to: SelectCase.Polled.self)
             return storage._withUnsafeGuaranteedRef { storage in
                 switch storage.state.send(value.pointee) {
                 case .delivered(let receiver):
-                    selectCase.pointee.peer = receiver
+                    polled.pointee.peer = receiver
                     return true
                 case .buffered:
                     return true
                 case .closed:
-                    selectCase.pointee.closedAtPoll = true
+                    polled.pointee.closed = true
                     return true
                 case .full:
                     return false
@@ -55,12 +48,12 @@ struct SelectSendCase<Element, Outcome> {
             storage._withUnsafeGuaranteedRef { $0.withdrawSender(wait.pointee.ticket) }
         case .finish:
             let result = argument.unsafelyUnwrapped.assumingMemoryBound(to: Outcome.self)
-            result.initialize(to: try payload.pointee.body())
+            result.initialize(to: try body.pointee())
         case .finishClosed:
             throw ChannelError.closed
         case .destroy:
             value.deinitialize(count: 1)
-            payload.deinitialize(count: 1)
+            body.deinitialize(count: 1)
         }
         return true
     }
