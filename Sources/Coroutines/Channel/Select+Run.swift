@@ -6,71 +6,86 @@ extension Select {
     @inlinable
     mutating func run(in c: Coroutine) throws -> Outcome {
         try c.checkInterrupts()
+        let n = count
+        // The lock order (n channels) and the poll order (n cases and the timeout): in the
+        // stack buffer while the case records are, else on the heap.
+        if casesOnHeap {
+            let scratch = UnsafeMutableRawPointer.allocate(byteCount: (2 * n + 1) * MemoryLayout<Int>.stride,
+                                                           alignment: MemoryLayout<Int>.alignment)
+            defer { scratch.deallocate() }
+            return try run(in: c, scratch: scratch)
+        }
+        return try run(in: c, scratch: scratch)
+    }
+
+    /// ``run(in:)`` with `scratch` memory for 2n + 1 words.
+    @inlinable @inline(__always)
+    func run(in c: Coroutine, scratch: UnsafeMutableRawPointer) throws -> Outcome {
         let cases = self.cases
         let n = count
         let otherwiseBody = self.otherwiseBody
         let timeoutBody = self.timeoutBody
         let timeoutDeadline = self.timeoutDeadline
         let timeoutReady = timeoutBody != nil && timeoutDeadline <= ccoro_now_ns()
-        return try withUnsafeTemporaryAllocation(of: UnsafeMutableRawPointer.self, capacity: Swift.max(n, 1)) { locks in
-            let lockCount = selectLockOrder(cases, n, locks)
-            for k in 0..<lockCount { selectLock(locks[k]) }
+        let locks = UnsafeMutableBufferPointer(start: scratch.bindMemory(to: UnsafeMutableRawPointer.self, capacity: n),
+                                               count: n)
+        let order = UnsafeMutableBufferPointer(start: (scratch + n * MemoryLayout<Int>.stride).bindMemory(to: Int.self, capacity: n + 1),
+                                               count: n + 1)
+        let lockCount = selectLockOrder(cases, n, locks)
+        for k in 0..<lockCount { selectLock(locks[k]) }
 
-            // Pass 1: poll in a random order, so that a ready case is chosen uniformly.
-            var polled = SelectCase.Polled()
-            let ready: Int = withUnsafeMutablePointer(to: &polled) { polled in
-                withUnsafeTemporaryAllocation(of: Int.self, capacity: n + 1) { order in
-                    let total = n + (timeoutReady ? 1 : 0)
-                    c.scheduler.randomPermutation(order, count: total)
-                    for k in 0..<total {
-                        let i = order[k]
-                        if i == n || (cases + i).performNonThrowing(.poll, UnsafeMutableRawPointer(polled)) { return i }
-                    }
-                    return -1
-                }
+        // Pass 1: poll in a random order, so that a ready case is chosen uniformly.
+        var polled = SelectCase.Polled()
+        let ready: Int = withUnsafeMutablePointer(to: &polled) { polled in
+            let total = n + (timeoutReady ? 1 : 0)
+            c.scheduler.randomPermutation(order, count: total)
+            for k in 0..<total {
+                let i = order[k]
+                if i == n || (cases + i).performNonThrowing(.poll, UnsafeMutableRawPointer(polled)) { return i }
             }
-            if ready >= 0 {
-                selectUnlock(locks, lockCount)
-                if ready == n { return try timeoutBody.unsafelyUnwrapped.pointee() }
-                if polled.closed { return try selectFinish(cases + ready, closed: true) }
-                polled.peer.take()?.wakeClaimed()
-                return try selectFinish(cases + ready, closed: false)
-            }
-            if let otherwiseBody {
-                selectUnlock(locks, lockCount)
-                return try otherwiseBody.pointee()
-            }
-
-            // Pass 2: publish one waiter per case, all with the same ticket, and suspend.
-            var outcome = WaitOutcome()
-            let winner: Int = try withUnsafeMutablePointer(to: &outcome) { o in
-                let ticket = c.arm()
-                var wait = SelectCase.Wait(ticket: ticket, outcome: o, caseIndex: 0)
-                withUnsafeMutablePointer(to: &wait) { w in
-                    for i in 0..<n {
-                        w.pointee.caseIndex = i
-                        _ = (cases + i).performNonThrowing(.enqueue, UnsafeMutableRawPointer(w))
-                    }
-                }
-                selectUnlock(locks, lockCount)
-                let timer = timeoutBody == nil ? nil
-                    : c.scheduler.scheduleSelectTimeout(deadline: timeoutDeadline, ticket, o, index: n)
-                defer { if let timer { c.scheduler.cancelSelectTimeout(timer) } }
-                // A send case's published value stays in its payload until the select's cases
-                // are destroyed, after every waiter was withdrawn (or taken by the waker, which
-                // copied the value under the channel's lock before waking this coroutine).
-                try c.suspend(armed: ticket, .select) { t in
-                    for i in 0..<n { (cases + i).withdraw(t, o) }
-                }
-                // Won: withdraw the other cases' waiters (the winner's was taken by its waker).
-                let winner = o.pointee.caseIndex
-                for i in 0..<n where i != winner { (cases + i).withdraw(ticket, o) }
-                return winner
-            }
-            if winner == n { return try timeoutBody.unsafelyUnwrapped.pointee() }
-            precondition(winner >= 0 && winner < n, "internal inconsistency: select woken without a winning case")
-            return try selectFinish(cases + winner, closed: outcome.closed)
+            return -1
         }
+        if ready >= 0 {
+            selectUnlock(locks, lockCount)
+            if ready == n { return try timeoutBody.unsafelyUnwrapped.pointee() }
+            if polled.closed { return try selectFinish(cases + ready, closed: true) }
+            polled.peer.take()?.wakeClaimed()
+            return try selectFinish(cases + ready, closed: false)
+        }
+        if let otherwiseBody {
+            selectUnlock(locks, lockCount)
+            return try otherwiseBody.pointee()
+        }
+
+        // Pass 2: publish one waiter per case, all with the same ticket, and suspend.
+        var outcome = WaitOutcome()
+        let winner: Int = try withUnsafeMutablePointer(to: &outcome) { o in
+            let ticket = c.arm()
+            var wait = SelectCase.Wait(ticket: ticket, outcome: o, caseIndex: 0)
+            withUnsafeMutablePointer(to: &wait) { w in
+                for i in 0..<n {
+                    w.pointee.caseIndex = i
+                    _ = (cases + i).performNonThrowing(.enqueue, UnsafeMutableRawPointer(w))
+                }
+            }
+            selectUnlock(locks, lockCount)
+            let timer = timeoutBody == nil ? nil
+                : c.scheduler.scheduleSelectTimeout(deadline: timeoutDeadline, ticket, o, index: n)
+            defer { if let timer { c.scheduler.cancelSelectTimeout(timer) } }
+            // A send case's published value stays in its block until the select's cases are
+            // destroyed, after every waiter was withdrawn (or taken by the waker, which copied
+            // the value under the channel's lock before waking this coroutine).
+            try c.suspend(armed: ticket, .select) { t in
+                for i in 0..<n { (cases + i).withdraw(t, o) }
+            }
+            // Won: withdraw the other cases' waiters (the winner's was taken by its waker).
+            let winner = o.pointee.caseIndex
+            for i in 0..<n where i != winner { (cases + i).withdraw(ticket, o) }
+            return winner
+        }
+        if winner == n { return try timeoutBody.unsafelyUnwrapped.pointee() }
+        precondition(winner >= 0 && winner < n, "internal inconsistency: select woken without a winning case")
+        return try selectFinish(cases + winner, closed: outcome.closed)
     }
 }
 
@@ -87,9 +102,20 @@ func selectFinish<Outcome>(_ chosen: UnsafeMutablePointer<SelectCase>, closed: B
 
 /// Writes the distinct channel locks of the `n` cases into `locks` in address order (Go's
 /// `sellock`), so that two selects over the same channels never deadlock. Returns their number.
-@inlinable
+@inlinable @inline(__always)
 func selectLockOrder(_ cases: UnsafeMutablePointer<SelectCase>, _ n: Int,
                      _ locks: UnsafeMutableBufferPointer<UnsafeMutableRawPointer>) -> Int {
+    if n <= 2 {
+        // The usual select: no loop.
+        if n == 0 { return 0 }
+        let a = cases[0].channel
+        if n == 1 { locks[0] = a; return 1 }
+        let b = cases[1].channel
+        if a == b { locks[0] = a; return 1 }
+        locks[0] = Swift.min(a, b)
+        locks[1] = Swift.max(a, b)
+        return 2
+    }
     var count = 0
     for i in 0..<n {
         let p = cases[i].channel

@@ -70,6 +70,9 @@ public struct Select<Outcome>: ~Copyable {
     @usableFromInline var count = 0
     @usableFromInline var capacity: Int
     @usableFromInline var casesOnHeap = false
+    /// Room for the lock order and the poll order of `selectInlineCaseCapacity` cases
+    /// (2 × capacity + 1 words), after the records in the stack buffer.
+    @usableFromInline let scratch: UnsafeMutableRawPointer
     /// The unused part of the stack buffer, for blocks.
     @usableFromInline var arenaNext: UnsafeMutableRawPointer
     @usableFromInline let arenaEnd: UnsafeMutableRawPointer
@@ -86,11 +89,14 @@ public struct Select<Outcome>: ~Copyable {
     init(buffer: UnsafeMutableRawBufferPointer) {
         let base = buffer.baseAddress.unsafelyUnwrapped
         let recordBytes = selectInlineCaseCapacity * MemoryLayout<SelectCase>.stride
-        precondition(MemoryLayout<SelectCase>.alignment <= 16 && recordBytes < buffer.count,
+        let scratchBytes = (2 * selectInlineCaseCapacity + 1) * MemoryLayout<Int>.stride
+        precondition(MemoryLayout<SelectCase>.alignment <= 16 && MemoryLayout<SelectCase>.stride % 8 == 0
+                        && recordBytes + scratchBytes < buffer.count,
                      "internal inconsistency: the select stack buffer cannot hold its case records")
         cases = base.bindMemory(to: SelectCase.self, capacity: selectInlineCaseCapacity)
         capacity = selectInlineCaseCapacity
-        arenaNext = base + recordBytes
+        scratch = base + recordBytes
+        arenaNext = scratch + scratchBytes
         arenaEnd = base + buffer.count
     }
 
@@ -211,7 +217,9 @@ public struct Select<Outcome>: ~Copyable {
         for i in 0..<count {
             let selectCase = cases + i
             if selectCase.pointee.needsDestroy { _ = selectCase.performNonThrowing(.destroy) }
-            selectCase.pointee.release()
+            // Field by field: copying the record would retain and release its operation.
+            Unmanaged<ChannelCore>.fromOpaque(selectCase.pointee.channel).release()
+            if selectCase.pointee.blockOnHeap { selectCase.pointee.body.deallocate() }
             selectCase.deinitialize(count: 1)
         }
         if casesOnHeap { cases.deallocate() }

@@ -68,7 +68,7 @@ struct SelectCase {
         }
     }
 
-    /// The channel's ``ChannelCore``, retained by the case (released by ``release()``), so that
+    /// The channel's ``ChannelCore``, retained by the case (released by ``Select/destroyCases()``), so that
     /// the channel outlives the select even if the `build` closure made it.
     @usableFromInline let channel: UnsafeMutableRawPointer
     @usableFromInline let operation: Operation
@@ -107,12 +107,6 @@ struct SelectCase {
             || body.load(fromByteOffset: MemoryLayout<UnsafeRawPointer>.size, as: UnsafeRawPointer?.self) != nil
     }
 
-    /// Releases the channel and frees a heap block. Call once, after `destroy`.
-    @inlinable
-    func release() {
-        Unmanaged<ChannelCore>.fromOpaque(channel).release()
-        if blockOnHeap { body.deallocate() }
-    }
 }
 
 extension UnsafeMutablePointer where Pointee == SelectCase {
