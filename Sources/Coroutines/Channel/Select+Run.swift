@@ -59,29 +59,32 @@ extension Select {
 
         // Pass 2: publish one waiter per case, all with the same ticket, and suspend.
         var outcome = WaitOutcome()
+        let epoch = c.armEpoch()
+        var ticket = WaitTicket(coroutine: c, epoch: epoch)
         let winner: Int = try withUnsafeMutablePointer(to: &outcome) { o in
-            let ticket = c.arm()
-            var wait = SelectCase.Wait(ticket: ticket, outcome: o, caseIndex: 0)
-            withUnsafeMutablePointer(to: &wait) { w in
-                for i in 0..<n {
-                    w.pointee.caseIndex = i
-                    _ = (cases + i).performNonThrowing(.enqueue, UnsafeMutableRawPointer(w))
+            try withUnsafeMutablePointer(to: &ticket) { t in
+                var wait = SelectCase.Wait(ticket: t, outcome: o, caseIndex: 0)
+                withUnsafeMutablePointer(to: &wait) { w in
+                    for i in 0..<n {
+                        w.pointee.caseIndex = i
+                        _ = (cases + i).performNonThrowing(.enqueue, UnsafeMutableRawPointer(w))
+                    }
                 }
+                selectUnlock(locks, lockCount)
+                let timer = timeoutBody == nil ? nil
+                    : c.scheduler.scheduleSelectTimeout(deadline: timeoutDeadline, t.pointee, o, index: n)
+                defer { if let timer { c.scheduler.cancelSelectTimeout(timer) } }
+                // A send case's published value stays in its block until the select's cases are
+                // destroyed, after every waiter was withdrawn (or taken by the waker, which copied
+                // the value under the channel's lock before waking this coroutine).
+                try c.suspend(armedEpoch: epoch, .select) { _ in   // the same ticket as `t`
+                    for i in 0..<n { (cases + i).withdraw(t, o) }
+                }
+                // Won: withdraw the other cases' waiters (the winner's was taken by its waker).
+                let winner = o.pointee.caseIndex
+                for i in 0..<n where i != winner { (cases + i).withdraw(t, o) }
+                return winner
             }
-            selectUnlock(locks, lockCount)
-            let timer = timeoutBody == nil ? nil
-                : c.scheduler.scheduleSelectTimeout(deadline: timeoutDeadline, ticket, o, index: n)
-            defer { if let timer { c.scheduler.cancelSelectTimeout(timer) } }
-            // A send case's published value stays in its block until the select's cases are
-            // destroyed, after every waiter was withdrawn (or taken by the waker, which copied
-            // the value under the channel's lock before waking this coroutine).
-            try c.suspend(armed: ticket, .select) { t in
-                for i in 0..<n { (cases + i).withdraw(t, o) }
-            }
-            // Won: withdraw the other cases' waiters (the winner's was taken by its waker).
-            let winner = o.pointee.caseIndex
-            for i in 0..<n where i != winner { (cases + i).withdraw(ticket, o) }
-            return winner
         }
         if winner == n { return try timeoutBody.unsafelyUnwrapped.pointee() }
         precondition(winner >= 0 && winner < n, "internal inconsistency: select woken without a winning case")

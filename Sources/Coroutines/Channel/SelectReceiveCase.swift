@@ -36,14 +36,14 @@ enum SelectReceiveCase<Element, Outcome> {
         case .enqueue:
             let wait = argument.unsafelyUnwrapped.assumingMemoryBound(to: SelectCase.Wait.self)
             storage._withUnsafeGuaranteedRef { storage in
-                storage.state.receivers.append(ChannelWaiter(ticket: wait.pointee.ticket,
+                storage.state.receivers.append(ChannelWaiter(ticket: wait.pointee.ticket.pointee,
                                                              element: UnsafeMutableRawPointer(slot),
                                                              outcome: wait.pointee.outcome,
                                                              caseIndex: wait.pointee.caseIndex))
             }
         case .withdraw:
             let wait = argument.unsafelyUnwrapped.assumingMemoryBound(to: SelectCase.Wait.self)
-            storage._withUnsafeGuaranteedRef { $0.withdrawReceiver(wait.pointee.ticket) }
+            storage._withUnsafeGuaranteedRef { $0.withdrawReceiver(wait.pointee.ticket.pointee) }
         case .finish:
             let result = argument.unsafelyUnwrapped.assumingMemoryBound(to: Outcome.self)
             result.initialize(to: try body.pointee(slot.move()))

@@ -38,14 +38,14 @@ enum SelectSendCase<Element, Outcome> {
         case .enqueue:
             let wait = argument.unsafelyUnwrapped.assumingMemoryBound(to: SelectCase.Wait.self)
             storage._withUnsafeGuaranteedRef { storage in
-                storage.state.senders.append(ChannelWaiter(ticket: wait.pointee.ticket,
+                storage.state.senders.append(ChannelWaiter(ticket: wait.pointee.ticket.pointee,
                                                            element: UnsafeMutableRawPointer(value),
                                                            outcome: wait.pointee.outcome,
                                                            caseIndex: wait.pointee.caseIndex))
             }
         case .withdraw:
             let wait = argument.unsafelyUnwrapped.assumingMemoryBound(to: SelectCase.Wait.self)
-            storage._withUnsafeGuaranteedRef { $0.withdrawSender(wait.pointee.ticket) }
+            storage._withUnsafeGuaranteedRef { $0.withdrawSender(wait.pointee.ticket.pointee) }
         case .finish:
             let result = argument.unsafelyUnwrapped.assumingMemoryBound(to: Outcome.self)
             result.initialize(to: try body.pointee())
