@@ -31,6 +31,8 @@ import CCoroutines
 ///   No heap allocation for up to four cases whose values are small (the cases live on the
 ///   coroutine's stack), except for the timer of a waiting `timeout` case.
 ///
+/// - Thread-safety: call it from a coroutine; the channels may be shared with any thread.
+///
 /// The algorithm is Go's (runtime `select.go`, `selectgo`): lock every channel in address
 /// order, poll the cases in a random order, and if none is ready publish a waiter on every
 /// channel with one shared claim, so that exactly one case can win.
@@ -58,9 +60,10 @@ public func select<Outcome>(_ build: (inout Select<Outcome>) throws -> Void) thr
 
 /// The cases of one ``select(_:)``, added by its `build` closure.
 ///
-/// Not copyable: it exists only for the duration of the `select` call. The cases live in memory
-/// on the selecting coroutine's stack; a select with more than four cases, or with large values
-/// or element types aligned to more than 16 bytes, puts the excess on the heap.
+/// Not copyable: it exists only for the duration of the `select` call, and is confined to the
+/// selecting coroutine. The cases live in memory on that coroutine's stack; a select with more
+/// than four cases, or with large values or element types aligned to more than 16 bytes, puts
+/// the excess on the heap.
 public struct Select<Outcome>: ~Copyable {
     // Every stored property is trivial, so that the struct itself needs no destruction (which
     // would go through its generic metadata): what the cases own is destroyed by `destroyCases`.
@@ -113,6 +116,7 @@ public struct Select<Outcome>: ~Copyable {
         typealias Case = SelectReceiveCase<Element, Outcome>
         let (block, onHeap) = allocateBlock(byteCount: Case.Layout.byteCount, alignment: Case.Layout.alignment)
         block.initializeMemory(as: Case.Body.self, to: body)
+        (block + Case.Layout.elementOffset).bindMemory(to: Element.self, capacity: 1)   // the empty slot
         append(SelectCase(channel: channel.storage, operation: { try Case.operate($0, $1, $2) },
                           body: block, element: block + Case.Layout.elementOffset,
                           isSend: false, elementIsTrivial: true, blockOnHeap: onHeap))
