@@ -11,10 +11,15 @@ extension CoroutineScheduler {
 
     /// Writes a uniformly random permutation of `0..<count` into `order` (Fisher–Yates,
     /// "inside-out" form) with the scheduler's generator.
+    ///
+    /// Each index in `0...i` is the high word of a 64×64-bit product (Lemire's multiply-shift
+    /// reduction, bias at most count/2⁶⁴) rather than a remainder: no division.
     @usableFromInline
     func randomPermutation(_ order: UnsafeMutableBufferPointer<Int>, count: Int) {
-        for i in 0..<count {
-            let j = Int(nextRandom() % UInt64(i + 1))
+        guard count > 0 else { return }
+        order[0] = 0
+        for i in 1..<count {
+            let j = Int(nextRandom().multipliedFullWidth(by: UInt64(i + 1)).high)
             if j != i { order[i] = order[j] }
             order[j] = i
         }

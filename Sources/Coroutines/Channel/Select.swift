@@ -26,31 +26,81 @@ import CCoroutines
 ///   `CoroutineError.notInCoroutine` outside a coroutine.
 /// - Suspends: while no case is ready (unless there is an `otherwise`); resumes on the
 ///   coroutine's own scheduler.
-/// - Complexity: O(cases · log cases) to lock the channels in address order, plus O(waiters)
-///   per channel to withdraw the losing cases after a wait.
+/// - Complexity: O(cases²) to sort the channels into address order (insertion sort: a select has
+///   a handful of cases), plus O(waiters) per channel to withdraw the losing cases after a wait.
+///   No heap allocation for up to four cases whose values are small (the cases live on the
+///   coroutine's stack), except for the timer of a waiting `timeout` case.
+///
+/// - Thread-safety: call it from a coroutine; the channels may be shared with any thread.
 ///
 /// The algorithm is Go's (runtime `select.go`, `selectgo`): lock every channel in address
 /// order, poll the cases in a random order, and if none is ready publish a waiter on every
 /// channel with one shared claim, so that exactly one case can win.
 @inlinable
 public func select<Outcome>(_ build: (inout Select<Outcome>) throws -> Void) throws -> Outcome {
-    let c = try Coroutine.requireCurrent()
-    var s = Select<Outcome>()
-    try build(&s)
-    return try s.run(in: c)
+    guard let current = ccoro_tls_coroutine() else { throw CoroutineError.notInCoroutine }
+    // The cases live in this stack buffer (beyond its capacity, on the heap), so a select
+    // over a handful of channels allocates nothing.
+    return try withUnsafeTemporaryAllocation(byteCount: selectInlineByteCount, alignment: 16) { buffer in
+        var s = Select<Outcome>(buffer: buffer)
+        defer { s.destroyCases() }
+        try build(&s)
+        // The running coroutine is alive while it runs: borrow it without reference counting.
+        return try Unmanaged<Coroutine>.fromOpaque(current)._withUnsafeGuaranteedRef { try s.run(in: $0) }
+    }
 }
+
+/// Bytes of the stack buffer of one ``select(_:)``: the records of the first
+/// ``selectInlineCaseCapacity`` cases, then their blocks (body closure and value or receive
+/// slot: 24 bytes for an `Int` channel) and the `otherwise` and `timeout` bodies.
+@inlinable var selectInlineByteCount: Int { 512 }
+
+/// How many case records fit the stack buffer of one ``select(_:)`` before they move to the heap.
+@inlinable var selectInlineCaseCapacity: Int { 4 }
 
 /// The cases of one ``select(_:)``, added by its `build` closure.
 ///
-/// Not copyable: it exists only for the duration of the `select` call.
+/// Not copyable: it exists only for the duration of the `select` call, and is confined to the
+/// selecting coroutine. The cases live in memory on that coroutine's stack; a select with more
+/// than four cases, or with large values or element types aligned to more than 16 bytes, puts
+/// the excess on the heap.
 public struct Select<Outcome>: ~Copyable {
-    @usableFromInline var cases: [SelectCase<Outcome>] = []
-    @usableFromInline var otherwiseBody: (() throws -> Outcome)?
-    @usableFromInline var timeoutDeadline = UInt64.max
-    @usableFromInline var timeoutBody: (() throws -> Outcome)?
+    // Every stored property is trivial, so that the struct itself needs no destruction (which
+    // would go through its generic metadata): what the cases own is destroyed by `destroyCases`.
 
-    @inlinable init() {
-        cases.reserveCapacity(4)   // one allocation for the usual handful of cases
+    /// The case records: in the stack buffer while they fit, else on the heap.
+    @usableFromInline var cases: UnsafeMutablePointer<SelectCase>
+    @usableFromInline var count = 0
+    @usableFromInline var capacity: Int
+    @usableFromInline var casesOnHeap = false
+    /// Room for the lock order and the poll order of `selectInlineCaseCapacity` cases
+    /// (2 × capacity + 1 words), after the records in the stack buffer.
+    @usableFromInline let scratch: UnsafeMutableRawPointer
+    /// The unused part of the stack buffer, for blocks.
+    @usableFromInline var arenaNext: UnsafeMutableRawPointer
+    @usableFromInline let arenaEnd: UnsafeMutableRawPointer
+    /// The `otherwise` body (initialised), if any.
+    @usableFromInline var otherwiseBody: UnsafeMutablePointer<() throws -> Outcome>?
+    @usableFromInline var otherwiseOnHeap = false
+    /// The body of the earliest `timeout` (initialised), if any, and its deadline.
+    @usableFromInline var timeoutBody: UnsafeMutablePointer<() throws -> Outcome>?
+    @usableFromInline var timeoutOnHeap = false
+    @usableFromInline var timeoutDeadline = UInt64.max
+
+    /// Lays out the case records and then the blocks in `buffer`, which outlives the select.
+    @inlinable
+    init(buffer: UnsafeMutableRawBufferPointer) {
+        let base = buffer.baseAddress.unsafelyUnwrapped
+        let recordBytes = selectInlineCaseCapacity * MemoryLayout<SelectCase>.stride
+        let scratchBytes = (2 * selectInlineCaseCapacity + 1) * MemoryLayout<Int>.stride
+        precondition(MemoryLayout<SelectCase>.alignment <= 16 && MemoryLayout<SelectCase>.stride % 8 == 0
+                        && recordBytes + scratchBytes < buffer.count,
+                     "internal inconsistency: the select stack buffer cannot hold its case records")
+        cases = base.bindMemory(to: SelectCase.self, capacity: selectInlineCaseCapacity)
+        capacity = selectInlineCaseCapacity
+        scratch = base + recordBytes
+        arenaNext = scratch + scratchBytes
+        arenaEnd = base + buffer.count
     }
 
     /// Adds a case that receives from `channel`.
@@ -58,26 +108,41 @@ public struct Select<Outcome>: ~Copyable {
     /// - Parameters:
     ///   - channel: The channel to receive from. It may appear in several cases.
     ///   - body: Runs with the received value, or nil if the channel is closed and drained.
-    /// - Complexity: O(1).
-    @inlinable
+    /// - Complexity: O(1) amortised; no heap allocation for the first four cases of a select
+    ///   (unless their values are large).
+    @inlinable @inline(__always)
     public mutating func receive<Element>(from channel: Channel<Element>,
                                           _ body: @escaping (Element?) throws -> Outcome) {
-        cases.append(ReceiveCase(channel.storage, body))
+        typealias Case = SelectReceiveCase<Element, Outcome>
+        let (block, onHeap) = allocateBlock(byteCount: Case.Layout.byteCount, alignment: Case.Layout.alignment)
+        block.initializeMemory(as: Case.Body.self, to: body)
+        (block + Case.Layout.elementOffset).bindMemory(to: Element.self, capacity: 1)   // the empty slot
+        append(SelectCase(channel: channel.storage, operation: { try Case.operate($0, $1, $2) },
+                          body: block, element: block + Case.Layout.elementOffset,
+                          isSend: false, elementIsTrivial: true, blockOnHeap: onHeap))
     }
 
     /// Adds a case that sends `value` to `channel`.
     ///
     /// If the channel is (or becomes, while the select waits) closed, this case is ready and the
-    /// select throws ``ChannelError/closed``; the value is not delivered.
+    /// select throws ``ChannelError/closed``; the value is not delivered. If another case runs,
+    /// the value is not delivered either and is destroyed when `select` returns.
     /// - Parameters:
     ///   - value: The value to send if this case is chosen.
     ///   - channel: The channel to send to.
     ///   - body: Runs after the value was taken or buffered.
-    /// - Complexity: O(1).
-    @inlinable
+    /// - Complexity: O(1) amortised; no heap allocation for the first four cases of a select
+    ///   (unless their values are large).
+    @inlinable @inline(__always)
     public mutating func send<Element>(_ value: Element, to channel: Channel<Element>,
                                        _ body: @escaping () throws -> Outcome) {
-        cases.append(SendCase(value, channel.storage, body))
+        typealias Case = SelectSendCase<Element, Outcome>
+        let (block, onHeap) = allocateBlock(byteCount: Case.Layout.byteCount, alignment: Case.Layout.alignment)
+        block.initializeMemory(as: Case.Body.self, to: body)
+        (block + Case.Layout.elementOffset).initializeMemory(as: Element.self, to: value)
+        append(SelectCase(channel: channel.storage, operation: { try Case.operate($0, $1, $2) },
+                          body: block, element: block + Case.Layout.elementOffset,
+                          isSend: true, elementIsTrivial: _isPOD(Element.self), blockOnHeap: onHeap))
     }
 
     /// Adds a case that is chosen if nothing else is ready after `duration`.
@@ -88,18 +153,90 @@ public struct Select<Outcome>: ~Copyable {
     @inlinable
     public mutating func timeout(after duration: Duration, _ body: @escaping () throws -> Outcome) {
         let deadline = deadlineNanoseconds(after: duration)
-        if timeoutBody == nil || deadline < timeoutDeadline {
+        if let timeoutBody {
+            if deadline < timeoutDeadline {
+                timeoutDeadline = deadline
+                timeoutBody.pointee = body
+            }
+        } else {
+            let (block, onHeap) = allocateBlock(byteCount: MemoryLayout<() throws -> Outcome>.size,
+                                                alignment: MemoryLayout<() throws -> Outcome>.alignment)
+            timeoutBody = block.initializeMemory(as: (() throws -> Outcome).self, to: body)
+            timeoutOnHeap = onHeap
             timeoutDeadline = deadline
-            timeoutBody = body
         }
     }
 
     /// Adds the non-blocking alternative: runs if no case is ready at the instant of the call.
     ///
     /// A second `otherwise` in one select is a precondition failure.
+    /// - Complexity: O(1).
     @inlinable
     public mutating func otherwise(_ body: @escaping () throws -> Outcome) {
         precondition(otherwiseBody == nil, "select: a second `otherwise` case; a select takes at most one")
-        otherwiseBody = body
+        let (block, onHeap) = allocateBlock(byteCount: MemoryLayout<() throws -> Outcome>.size,
+                                            alignment: MemoryLayout<() throws -> Outcome>.alignment)
+        otherwiseBody = block.initializeMemory(as: (() throws -> Outcome).self, to: body)
+        otherwiseOnHeap = onHeap
+    }
+
+    // MARK: Case storage
+
+    /// Memory for one block: from the stack buffer if it fits, else from the heap.
+    @inlinable @inline(__always)
+    mutating func allocateBlock(byteCount: Int, alignment: Int) -> (UnsafeMutableRawPointer, onHeap: Bool) {
+        if alignment <= 16 {
+            let start = arenaNext.alignedUp(toMultipleOf: alignment)
+            if byteCount <= arenaEnd - start {
+                arenaNext = start + byteCount
+                return (start, false)
+            }
+        }
+        return (UnsafeMutableRawPointer.allocate(byteCount: Swift.max(byteCount, 1), alignment: alignment), true)
+    }
+
+    @inlinable @inline(__always)
+    mutating func append(_ selectCase: __owned SelectCase) {
+        if count == capacity { growCases() }
+        (cases + count).initialize(to: selectCase)
+        count += 1
+    }
+
+    /// Moves the case records to a heap buffer twice as large.
+    @inlinable @inline(never)
+    mutating func growCases() {
+        let grown = UnsafeMutablePointer<SelectCase>.allocate(capacity: capacity * 2)
+        grown.moveInitialize(from: cases, count: count)
+        if casesOnHeap { cases.deallocate() }
+        cases = grown
+        capacity *= 2
+        casesOnHeap = true
+    }
+
+    /// Destroys every case (its body, and a send case's value), the `otherwise` and `timeout`
+    /// bodies, and frees their heap memory. Not inlined, so that `select`'s own code stays small
+    /// enough for the `build` closure to be inlined into it.
+    @inlinable @inline(never)
+    mutating func destroyCases() {
+        for i in 0..<count {
+            let selectCase = cases + i
+            if selectCase.pointee.needsDestroy { _ = selectCase.performNonThrowing(.destroy) }
+            // Field by field: copying the record would retain and release its operation.
+            Unmanaged<ChannelCore>.fromOpaque(selectCase.pointee.channel).release()
+            if selectCase.pointee.blockOnHeap { selectCase.pointee.body.deallocate() }
+            selectCase.deinitialize(count: 1)
+        }
+        if casesOnHeap { cases.deallocate() }
+        count = 0
+        if let otherwiseBody {
+            otherwiseBody.deinitialize(count: 1)
+            if otherwiseOnHeap { otherwiseBody.deallocate() }
+            self.otherwiseBody = nil
+        }
+        if let timeoutBody {
+            timeoutBody.deinitialize(count: 1)
+            if timeoutOnHeap { timeoutBody.deallocate() }
+            self.timeoutBody = nil
+        }
     }
 }
