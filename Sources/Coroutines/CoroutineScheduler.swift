@@ -52,7 +52,8 @@ public final class CoroutineScheduler: @unchecked Sendable {
     @exclusivity(unchecked) var jobs = RingBuffer<() -> Void>(capacity: 16)
     @exclusivity(unchecked) var timers = TimerHeap()
     @exclusivity(unchecked) var ioWaiters: [Int32: IOWaiters] = [:]
-    @exclusivity(unchecked) private var pollEvents: [ccoro_poll_event] = []
+    /// Edge-triggered registrations of ``PollDescriptor``s (sockets) and their waiters.
+    @exclusivity(unchecked) var pollTable = PollTable()
     /// A coroutine that finished and switched back to the loop; its stack is released by the loop.
     @exclusivity(unchecked) var finishedCoroutine: Coroutine?
     /// How many more direct coroutine-to-coroutine switches before the loop gets a turn.
@@ -340,7 +341,7 @@ public final class CoroutineScheduler: @unchecked Sendable {
                 continue
             }
             if !runQueue.isEmpty || !jobs.isEmpty {
-                if !ioWaiters.isEmpty || mainQueueFD >= 0 { poll(timeout: 0) }
+                if !ioWaiters.isEmpty || pollTable.waiterCount > 0 || mainQueueFD >= 0 { poll(timeout: 0) }
                 continue
             }
             if done() { break }
@@ -428,23 +429,29 @@ public final class CoroutineScheduler: @unchecked Sendable {
     }
 
     private func poll(timeout: UInt64?) {
-        poller.wait(timeoutNanoseconds: timeout, into: &pollEvents)
-        for ev in pollEvents {
-            if ev.fd == mainQueueFD {
+        let n = poller.wait(timeoutNanoseconds: timeout)
+        for i in 0..<n {
+            let ev = poller.events[i]
+            if PollTable.isTagged(ev.data) {
+                pollTable.deliver(datum: ev.data, readable: ev.readable != 0, writable: ev.writable != 0)
+                continue
+            }
+            let fd = Int32(truncatingIfNeeded: ev.data)
+            if fd == mainQueueFD {
                 var value: UInt64 = 0
                 _ = read(mainQueueFD, &value, 8)
                 ccoro_dispatch_main_queue_drain()
                 continue
             }
-            guard var w = ioWaiters[ev.fd] else { continue }
+            guard var w = ioWaiters[fd] else { continue }
             var woken: [WaitTicket] = []
             if ev.readable != 0 { woken += w.readers; w.readers = [] }
             if ev.writable != 0 { woken += w.writers; w.writers = [] }
             if w.isEmpty {
-                ioWaiters[ev.fd] = nil
+                ioWaiters[fd] = nil
             } else {
-                ioWaiters[ev.fd] = w
-                _ = poller.arm(fd: ev.fd, readable: !w.readers.isEmpty, writable: !w.writers.isEmpty)
+                ioWaiters[fd] = w
+                _ = poller.arm(fd: fd, readable: !w.readers.isEmpty, writable: !w.writers.isEmpty)
             }
             for t in woken { t.resume() }
         }
