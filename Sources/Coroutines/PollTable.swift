@@ -13,12 +13,19 @@
 /// Threading: confined to the owning scheduler's thread (no locks). The tickets it resumes may be
 /// claimed concurrently by other threads (close, cancellation, timeout); the claim decides.
 struct PollTable {
+    /// The record of one descriptor number.
     struct Slot {
+        /// The registered ``PollDescriptor/id``; 0 if none (never registered, or it failed).
         var owner: UInt64 = 0
+        /// The current registration's sequence number (31 bits, in the poller datum).
         var sequence: UInt32 = 0
+        /// An edge arrived while nobody waited to read (Go's `pdReady` in `rg`).
         var readReady = false
+        /// An edge arrived while nobody waited to write (Go's `pdReady` in `wg`).
         var writeReady = false
+        /// The parked reader (Go's `rg` holding a `g`); never set together with `readReady`.
         var reader: WaitTicket?
+        /// The parked writer; never set together with `writeReady`.
         var writer: WaitTicket?
     }
 
