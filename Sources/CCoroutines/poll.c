@@ -186,10 +186,22 @@ int ccoro_poll_register(int pfd, int fd, uint64_t data) {
   // the next change (new data, freed room), the kqueue equivalent of EPOLLET. Re-adding an
   // existing knote updates it (also its udata). The datum is never 0 (its tag bit is set), which
   // tells it apart from one-shot interest (udata NULL) in ccoro_poll_wait_tagged.
-  struct kevent kev[2];
-  EV_SET(&kev[0], fd, EVFILT_READ, EV_ADD | EV_CLEAR, 0, 0, (void *)(uintptr_t)data);
-  EV_SET(&kev[1], fd, EVFILT_WRITE, EV_ADD | EV_CLEAR, 0, 0, (void *)(uintptr_t)data);
-  return kevent(pfd, kev, 2, NULL, 0, NULL) == 0 ? 0 : errno;
+  //
+  // EV_RECEIPT reports each filter's outcome separately (an EV_ERROR entry whose data is 0 on
+  // success), so that a descriptor that supports only one direction (a pipe's read or write end)
+  // is still registered for that one; only if both filters fail is the registration refused.
+  struct kevent kev[2], out[2];
+  EV_SET(&kev[0], fd, EVFILT_READ, EV_ADD | EV_CLEAR | EV_RECEIPT, 0, 0, (void *)(uintptr_t)data);
+  EV_SET(&kev[1], fd, EVFILT_WRITE, EV_ADD | EV_CLEAR | EV_RECEIPT, 0, 0, (void *)(uintptr_t)data);
+  int n = kevent(pfd, kev, 2, out, 2, NULL);
+  if (n < 0) return errno;
+  int first_error = 0, registered = 0;
+  for (int i = 0; i < n; i++) {
+    int err = (out[i].flags & EV_ERROR) ? (int)out[i].data : 0;
+    if (err == 0) registered++;
+    else if (first_error == 0) first_error = err;
+  }
+  return registered > 0 ? 0 : (first_error != 0 ? first_error : EINVAL);
 }
 
 int ccoro_poll_wait_tagged(int pfd, ccoro_poll_tagged_event *out, int max, long long timeout_ns) {

@@ -36,9 +36,11 @@ import Darwin
 ///
 /// Threading: every method is thread-safe; `fd` is immutable.
 final class SocketDescriptor: Sendable {
+    /// The socket's one reader or one writer.
     enum Role {
         case reader, writer
 
+        /// The role's bit in the state word.
         var bit: UInt8 { self == .reader ? SocketDescriptor.reading : SocketDescriptor.writing }
     }
 
