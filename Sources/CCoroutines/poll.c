@@ -1,4 +1,6 @@
-// The I/O readiness poller: epoll + eventfd on Linux, kqueue + a pipe on macOS. One-shot interest.
+// The I/O readiness poller: epoll + eventfd on Linux, kqueue + a pipe on macOS. One-shot interest
+// (ccoro_poll_arm) for arbitrary descriptors, and persistent edge-triggered registrations
+// (ccoro_poll_register) for descriptors whose owner knows when they are closed, as Go's netpoll.
 #define _GNU_SOURCE
 #include "CCoroutines.h"
 
@@ -78,6 +80,36 @@ int ccoro_poll_wait(int pfd, ccoro_poll_event *out, int max, long long timeout_n
   return n < 0 ? 0 : n;
 }
 
+int ccoro_poll_register(int pfd, int fd, uint64_t data) {
+  struct epoll_event ev = {0};
+  ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
+  ev.data.u64 = data;
+  if (epoll_ctl(pfd, EPOLL_CTL_ADD, fd, &ev) == 0) return 0;
+  // The same open file is already in this epoll (a one-shot wait on it, or a registration of an
+  // earlier owner of the number whose file is still open elsewhere): take it over.
+  if (errno == EEXIST && epoll_ctl(pfd, EPOLL_CTL_MOD, fd, &ev) == 0) return 0;
+  return errno;
+}
+
+int ccoro_poll_wait_tagged(int pfd, ccoro_poll_tagged_event *out, int max, long long timeout_ns) {
+  struct epoll_event evs[64];
+  if (max > 64) max = 64;
+  int timeout_ms = -1;
+  if (timeout_ns >= 0) {
+    long long ms = timeout_ns / 1000000 + (timeout_ns % 1000000 != 0);
+    timeout_ms = ms > 0x7fffffff ? 0x7fffffff : (int)ms;
+  }
+  int n = epoll_wait(pfd, evs, max, timeout_ms);
+  for (int i = 0; i < n; i++) {
+    uint32_t e = evs[i].events;
+    int err = (e & (EPOLLERR | EPOLLHUP)) != 0;
+    out[i].data = evs[i].data.u64;
+    out[i].readable = err || (e & (EPOLLIN | EPOLLRDHUP)) != 0;
+    out[i].writable = err || (e & EPOLLOUT) != 0;
+  }
+  return n < 0 ? 0 : n;
+}
+
 #elif defined(__APPLE__)
 #include <sys/event.h>
 #include <sys/time.h>
@@ -143,6 +175,49 @@ int ccoro_poll_wait(int pfd, ccoro_poll_event *out, int max, long long timeout_n
   for (int i = 0; i < n; i++) {
     int err = (evs[i].flags & (EV_ERROR | EV_EOF)) != 0;
     out[i].fd = (int)evs[i].ident;
+    out[i].readable = evs[i].filter == EVFILT_READ || err;
+    out[i].writable = evs[i].filter == EVFILT_WRITE || err;
+  }
+  return n < 0 ? 0 : n;
+}
+
+int ccoro_poll_register(int pfd, int fd, uint64_t data) {
+  // EV_CLEAR resets the filter's state once the event is retrieved: the next event comes with
+  // the next change (new data, freed room), the kqueue equivalent of EPOLLET. Re-adding an
+  // existing knote updates it (also its udata). The datum is never 0 (its tag bit is set), which
+  // tells it apart from one-shot interest (udata NULL) in ccoro_poll_wait_tagged.
+  //
+  // EV_RECEIPT reports each filter's outcome separately (an EV_ERROR entry whose data is 0 on
+  // success), so that a descriptor that supports only one direction (a pipe's read or write end)
+  // is still registered for that one; only if both filters fail is the registration refused.
+  struct kevent kev[2], out[2];
+  EV_SET(&kev[0], fd, EVFILT_READ, EV_ADD | EV_CLEAR | EV_RECEIPT, 0, 0, (void *)(uintptr_t)data);
+  EV_SET(&kev[1], fd, EVFILT_WRITE, EV_ADD | EV_CLEAR | EV_RECEIPT, 0, 0, (void *)(uintptr_t)data);
+  int n = kevent(pfd, kev, 2, out, 2, NULL);
+  if (n < 0) return errno;
+  int first_error = 0, registered = 0;
+  for (int i = 0; i < n; i++) {
+    int err = (out[i].flags & EV_ERROR) ? (int)out[i].data : 0;
+    if (err == 0) registered++;
+    else if (first_error == 0) first_error = err;
+  }
+  return registered > 0 ? 0 : (first_error != 0 ? first_error : EINVAL);
+}
+
+int ccoro_poll_wait_tagged(int pfd, ccoro_poll_tagged_event *out, int max, long long timeout_ns) {
+  struct kevent evs[64];
+  if (max > 64) max = 64;
+  struct timespec ts, *tsp = NULL;
+  if (timeout_ns >= 0) {
+    ts.tv_sec = timeout_ns / 1000000000LL;
+    ts.tv_nsec = timeout_ns % 1000000000LL;
+    tsp = &ts;
+  }
+  int n = kevent(pfd, NULL, 0, evs, max, tsp);
+  for (int i = 0; i < n; i++) {
+    uint64_t d = (uint64_t)(uintptr_t)evs[i].udata;
+    int err = (evs[i].flags & (EV_ERROR | EV_EOF)) != 0;
+    out[i].data = d != 0 ? d : (uint64_t)(uint32_t)evs[i].ident;
     out[i].readable = evs[i].filter == EVFILT_READ || err;
     out[i].writable = evs[i].filter == EVFILT_WRITE || err;
   }

@@ -53,20 +53,20 @@ extension CoroutineScheduler {
         return handle
     }
 
-    /// Suspends `c` (running on this scheduler) until `fd` is readable or writable. Several
-    /// coroutines may wait for the same descriptor; readiness wakes them all.
+    /// Suspends `c` (running on this scheduler) until `fd` is readable or writable, with one-shot
+    /// interest re-armed (`epoll_ctl`/`kevent`) on every wait. Several coroutines may wait for the
+    /// same descriptor; readiness wakes them all.
     ///
-    /// `publish`, when given, sees the armed ticket before the coroutine suspends (a socket keeps
-    /// it so that `close()` can end the wait); returning false skips the wait. A wait ended by such
-    /// a holder instead of the poller leaves its entry in `ioWaiters`: it is removed here.
-    func waitForIO(_ c: Coroutine, fd: Int32, writable: Bool,
-                   publish: ((WaitTicket) -> Bool)? = nil) throws {
-        var published: WaitTicket?
+    /// This is the path of `Coroutine.waitUntilReadable`/`waitUntilWritable` for arbitrary
+    /// descriptors, which the caller may close, `dup2` over or share with other processes without
+    /// telling us: a persistent registration (``PollDescriptor``) could not tell such a reused
+    /// number from the one it registered (stale readiness would end a wait early), and the
+    /// registration of a file still open elsewhere (a `dup`, a child process) would keep
+    /// reporting events after the caller closed its number. Sockets, whose owner knows when they
+    /// close, use
+    /// ``waitForReadiness(_:_:writable:publish:)`` instead.
+    func waitForIO(_ c: Coroutine, fd: Int32, writable: Bool) throws {
         try c.wait(writable ? .writable : .readable, register: { ticket in
-            if let publish {
-                guard publish(ticket) else { return true }
-                published = ticket
-            }
             var w = ioWaiters[fd] ?? IOWaiters()
             if writable { w.writers.append(ticket) } else { w.readers.append(ticket) }
             let err = poller.arm(fd: fd, readable: !w.readers.isEmpty, writable: !w.writers.isEmpty)
@@ -80,7 +80,6 @@ extension CoroutineScheduler {
         }, unregister: { ticket in
             removeIOWaiter(ticket, fd: fd)
         })
-        if let published { removeIOWaiter(published, fd: fd) }
     }
 
     /// Removes `ticket` from the waiters of `fd`, if it is still there, and re-arms or disarms

@@ -10,13 +10,17 @@ import Darwin
 /// is in CCoroutines' poll.c), plus a wake-up descriptor that other threads signal to interrupt a
 /// blocking wait (eventfd on Linux, a pipe on macOS).
 ///
-/// Interest is one-shot: after an event the caller re-arms what it still wants.
+/// Two kinds of interest: one-shot (``arm(fd:readable:writable:)``: after an event the caller
+/// re-arms what it still wants), and persistent edge-triggered registrations
+/// (``register(fd:datum:)``, for ``PollDescriptor``) whose events report their datum.
 /// Threading: `wake()` is callable from any thread; everything else on the owning scheduler's thread.
 final class Poller: @unchecked Sendable {
     private let pollFD: Int32
     private let wakeReadFD: Int32
     private let wakeWriteFD: Int32
-    private let buffer = UnsafeMutablePointer<ccoro_poll_event>.allocate(capacity: 64)
+    /// The events of the last ``wait(timeoutNanoseconds:)``.
+    let events = UnsafeMutablePointer<ccoro_poll_tagged_event>.allocate(capacity: Int(Poller.capacity))
+    private static let capacity: Int32 = 64
 
     init() {
         var r: Int32 = -1, w: Int32 = -1
@@ -30,7 +34,7 @@ final class Poller: @unchecked Sendable {
         close(pollFD)
         close(wakeReadFD)
         if wakeWriteFD != wakeReadFD { close(wakeWriteFD) }
-        buffer.deallocate()
+        events.deallocate()
     }
 
     /// Interrupts a blocking `wait`. Thread-safe.
@@ -47,18 +51,26 @@ final class Poller: @unchecked Sendable {
     /// Watches `fd` for readability persistently (the dispatch main queue's handle).
     func watchPersistently(fd: Int32) { _ = ccoro_poll_watch(pollFD, fd) }
 
-    /// Waits for readiness or a wake-up. `timeoutNanoseconds` nil waits indefinitely, 0 polls.
-    /// Wake-up events are consumed here and not reported.
-    func wait(timeoutNanoseconds: UInt64?, into events: inout [ccoro_poll_event]) {
-        events.removeAll(keepingCapacity: true)
+    /// Registers `fd` persistently and edge-triggered in both directions; its events report
+    /// `datum` (which has ``PollTable/tag`` set). Returns 0 or errno (EPERM for regular files).
+    func register(fd: Int32, datum: UInt64) -> Int32 { ccoro_poll_register(pollFD, fd, datum) }
+
+    /// Waits for readiness or a wake-up and returns how many of ``events`` it filled.
+    /// `timeoutNanoseconds` nil waits indefinitely, 0 polls. Wake-up events are consumed here and
+    /// not reported. An event's datum is the descriptor number for one-shot interest, the
+    /// registered datum otherwise.
+    func wait(timeoutNanoseconds: UInt64?) -> Int {
         let t = timeoutNanoseconds.map { Int64(clamping: $0) } ?? -1
-        let n = Int(ccoro_poll_wait(pollFD, buffer, 64, t))
+        let n = Int(ccoro_poll_wait_tagged(pollFD, events, Poller.capacity, t))
+        var kept = 0
         for i in 0..<n {
-            if buffer[i].fd == wakeReadFD {
+            if events[i].data == UInt64(UInt32(bitPattern: wakeReadFD)) {
                 ccoro_poll_drain_wake(wakeReadFD)
             } else {
-                events.append(buffer[i])
+                if kept != i { events[kept] = events[i] }
+                kept += 1
             }
         }
+        return kept
     }
 }

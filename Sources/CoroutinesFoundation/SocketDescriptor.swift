@@ -16,86 +16,119 @@ import Darwin
 /// it or is inside a system call with it, and it is never leaked: `deinit` releases a descriptor
 /// nobody closed.
 ///
-/// Threading: every method is thread-safe; `state` is guarded by its mutex, `fd` is immutable.
+/// Readiness comes from the schedulers' persistent edge-triggered registrations
+/// (``PollDescriptor``, Go's netpoll): registered once per scheduler on the first wait there,
+/// dropped by the kernel when `close(2)` releases the descriptor.
+///
+/// ## State
+/// One atomic word (Go's `fdMutex`, reduced to one reader and one writer): `closed`, `released`,
+/// `reading`, `writing`. Transitions, each one compare-and-swap:
+/// * begin an operation: fails with `closed` set (→ ``SocketError/closed``) or the role's bit set
+///   (→ ``SocketError/busy``); else sets the role's bit.
+/// * end an operation: clears the role's bit; if `closed` is set and no operation is left, sets
+///   `released` and that caller calls `close(2)`.
+/// * `close()`: sets `closed`; with no operation inside, also sets `released` and calls
+///   `close(2)`; otherwise it interrupts the published waits.
+/// Invariant: `released` is set once, by the caller that calls `close(2)`, and only while no
+/// operation is inside. The published wait tokens sit behind a mutex that is taken only around a
+/// suspension and by `close()`; a token is published only while `closed` is clear (checked under
+/// that mutex, after `close()` set it), so a close never misses a waiter.
+///
+/// Threading: every method is thread-safe; `fd` is immutable.
 final class SocketDescriptor: Sendable {
-    enum Role { case reader, writer }
+    /// The socket's one reader or one writer.
+    enum Role {
+        case reader, writer
 
-    struct State {
-        var isClosed = false
-        /// `close(2)` was called on `fd` (or is about to be, by the caller that set this).
-        var isReleased = false
-        var reading = false
-        var writing = false
-        /// The published wait of the reader / writer, for `close()` to end.
-        var readWaiter: IOWaitToken?
-        var writeWaiter: IOWaitToken?
+        /// The role's bit in the state word.
+        var bit: UInt8 { self == .reader ? SocketDescriptor.reading : SocketDescriptor.writing }
+    }
+
+    private static let closed: UInt8 = 1
+    private static let released: UInt8 = 2
+    private static let reading: UInt8 = 4
+    private static let writing: UInt8 = 8
+
+    /// The published wait of the reader / writer, for `close()` to end.
+    struct Waiters {
+        var reader: IOWaitToken?
+        var writer: IOWaitToken?
     }
 
     let fd: Int32
-    private let state = Mutex(State())
+    /// The descriptor's poller registrations (one per scheduler it was waited on).
+    let poll: PollDescriptor
+    private let state = Atomic<UInt8>(0)
+    private let waiters = Mutex(Waiters())
 
     /// Takes ownership of `fd`, which must be non-blocking.
-    init(fd: Int32) { self.fd = fd }
-
-    deinit {
-        let release = state.locked { s in
-            let r = !s.isReleased
-            s.isReleased = true
-            return r
-        }
-        if release { _ = systemClose(fd) }
+    init(fd: Int32) {
+        self.fd = fd
+        poll = PollDescriptor(fd: fd)
     }
 
-    var isClosed: Bool { state.locked { $0.isClosed } }
+    deinit {
+        if state.load(ordering: .sequentiallyConsistent) & Self.released == 0 { _ = systemClose(fd) }
+    }
+
+    var isClosed: Bool { state.load(ordering: .sequentiallyConsistent) & Self.closed != 0 }
 
     /// Runs `body` as the socket's one reader or one writer.
     /// - Throws: ``SocketError/closed`` or ``SocketError/busy`` before `body` runs; what `body` throws.
     func withOperation<R>(_ role: Role, _ body: () throws -> R) throws -> R {
-        try state.locked { s throws(SocketError) in
-            if s.isClosed { throw SocketError.closed }
-            switch role {
-            case .reader:
-                if s.reading { throw SocketError.busy }
-                s.reading = true
-            case .writer:
-                if s.writing { throw SocketError.busy }
-                s.writing = true
-            }
+        let bit = role.bit
+        var s = state.load(ordering: .relaxed)
+        while true {
+            if s & Self.closed != 0 { throw SocketError.closed }
+            if s & bit != 0 { throw SocketError.busy }
+            let (exchanged, original) = state.compareExchange(expected: s, desired: s | bit,
+                                                              ordering: .sequentiallyConsistent)
+            if exchanged { break }
+            s = original
         }
-        defer { endOperation(role) }
+        defer { endOperation(bit) }
         return try body()
     }
 
-    private func endOperation(_ role: Role) {
-        let release = state.locked { s in
-            switch role {
-            case .reader: s.reading = false
-            case .writer: s.writing = false
+    private func endOperation(_ bit: UInt8) {
+        var s = state.load(ordering: .relaxed)
+        while true {
+            var next = s & ~bit
+            let release = next & (Self.closed | Self.released | Self.reading | Self.writing) == Self.closed
+            if release { next |= Self.released }
+            let (exchanged, original) = state.compareExchange(expected: s, desired: next,
+                                                              ordering: .sequentiallyConsistent)
+            if exchanged {
+                if release { _ = systemClose(fd) }
+                return
             }
-            guard s.isClosed, !s.reading, !s.writing, !s.isReleased else { return false }
-            s.isReleased = true
-            return true
+            s = original
         }
-        if release { _ = systemClose(fd) }
     }
 
     /// Suspends the current operation until `fd` is ready for `role`, or the socket is closed.
+    /// Returns at once if readiness arrived since the last wait (edge-triggered; the caller
+    /// retries its system call and waits again on `EAGAIN`).
     ///
     /// Call only inside ``withOperation(_:_:)`` for the same role.
     /// - Throws: ``SocketError/closed`` if the socket was (or gets) closed; `CancellationError`,
     ///   `CoroutineError.timedOut`, `CoroutineError.notInCoroutine`.
     func waitUntilReady(_ role: Role) throws {
+        var published = false
         defer {
-            state.locked { s in
-                if role == .reader { s.readWaiter = nil } else { s.writeWaiter = nil }
+            if published {
+                waiters.locked { w in
+                    if role == .reader { w.reader = nil } else { w.writer = nil }
+                }
             }
         }
-        try Coroutine.waitForIO(fd, writable: role == .writer) { token in
-            state.locked { s in
-                guard !s.isClosed else { return false }
-                if role == .reader { s.readWaiter = token } else { s.writeWaiter = token }
+        try poll.wait(writable: role == .writer) { token in
+            published = waiters.locked { w in
+                guard !isClosed else { return false }
+                if role == .reader { w.reader = token } else { w.writer = token }
                 return true
             }
+            return published
         }
         if isClosed { throw SocketError.closed }
     }
@@ -103,18 +136,29 @@ final class SocketDescriptor: Sendable {
     /// Closes the socket: waiting operations throw ``SocketError/closed``, later ones too.
     /// Idempotent; any thread; never suspends.
     func close() {
-        let (release, waiters) = state.locked { s -> (Bool, [IOWaitToken]) in
-            guard !s.isClosed else { return (false, []) }
-            s.isClosed = true
-            let waiters = [s.readWaiter, s.writeWaiter].compactMap { $0 }
-            s.readWaiter = nil
-            s.writeWaiter = nil
-            guard !s.reading, !s.writing else { return (false, waiters) }
-            s.isReleased = true
-            return (true, [])
+        var s = state.load(ordering: .relaxed)
+        var release = false
+        while true {
+            if s & Self.closed != 0 { return }
+            release = s & (Self.reading | Self.writing) == 0
+            let next = s | Self.closed | (release ? Self.released : 0)
+            let (exchanged, original) = state.compareExchange(expected: s, desired: next,
+                                                              ordering: .sequentiallyConsistent)
+            if exchanged { break }
+            s = original
         }
-        if release { _ = systemClose(fd) }
-        for w in waiters { w.interrupt() }
+        if release {
+            _ = systemClose(fd)
+            return
+        }
+        let (reader, writer) = waiters.locked { w in
+            let taken = (w.reader, w.writer)
+            w.reader = nil
+            w.writer = nil
+            return taken
+        }
+        reader?.interrupt()
+        writer?.interrupt()
     }
 }
 

@@ -12,9 +12,11 @@ import Darwin
 ///
 /// A socket comes from ``connect(host:port:)`` or ``TCPListener/accept()``. Its descriptor is
 /// non-blocking; when the kernel has no data (or no room), the operation waits with the
-/// scheduler's epoll/kqueue poller (`Coroutine.waitUntilReadable`/`waitUntilWritable`), so one
-/// scheduler thread serves thousands of connections — a coroutine per connection, as Go serves
-/// them.
+/// scheduler's epoll/kqueue poller, so one scheduler thread serves thousands of connections — a
+/// coroutine per connection, as Go serves them. As in Go's netpoll, the socket is registered once
+/// per scheduler it is used on (edge-triggered, on the first wait there) and stays registered
+/// until it is closed: a wait makes no `epoll_ctl`/`kevent` call, and readiness that arrives while
+/// nobody waits is remembered for the next wait.
 ///
 /// ```swift
 /// let socket = try TCPSocket.connect(host: "127.0.0.1", port: 7777)
@@ -60,7 +62,9 @@ public final class TCPSocket: Sendable {
     }
 
     /// The operating-system descriptor, for options this type does not cover. Do not read, write
-    /// or close it directly.
+    /// or close it directly, and do not wait on it with `Coroutine.waitUntilReadable` /
+    /// `waitUntilWritable` (their one-shot interest would replace the socket's own registration
+    /// in the scheduler's poller).
     public var fileDescriptor: Int32 { descriptor.fd }
 
     /// Whether ``close()`` was called.
@@ -134,8 +138,9 @@ public final class TCPSocket: Sendable {
         return try descriptor.withOperation(.reader) {
             // Request/response traffic: when the last read had to wait and got a short chunk, the
             // next one most likely finds nothing either, so it waits for readiness first instead
-            // of paying a `recv` that fails with EAGAIN. (If data is there, the poller reports it
-            // at once.) Bulk transfers fill the buffer and keep reading first.
+            // of paying a `recv` that fails with EAGAIN. (If data arrived meanwhile, its edge was
+            // remembered and the wait returns at once, without a system call.) Bulk transfers fill
+            // the buffer and keep reading first.
             var waitFirst = readWaitsFirst.load(ordering: .relaxed)
             var waited = false
             while true {
