@@ -256,7 +256,9 @@ public final class CoroutineScheduler: @unchecked Sendable {
             if let r = c.record { ccoro_prefetch_context(&r.pointee.context) }
             runQueue.append(c)
         } else {
-            let accepted = post(.coroutine(c))
+            // `c` outlives `post` explicitly: callers (`Coroutine.wake`) borrow this scheduler
+            // through `c`, and once `c` is in the incoming queue the loop may run it to its end.
+            let accepted = withExtendedLifetime(c) { post(.coroutine(c)) }
             precondition(accepted, "internal inconsistency: a suspended coroutine on stopped scheduler \(name)")
         }
     }
