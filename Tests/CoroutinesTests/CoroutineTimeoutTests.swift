@@ -97,14 +97,16 @@ struct CoroutineTimeoutTests {
     func timeoutReturnsNormally() async throws {
         let log = try await Kit.run { () -> [String] in
             var log: [String] = []
-            let v = try Coroutine.withTimeout(.milliseconds(300)) { () -> Int in
+            // A limit far above the 1 ms delay: a heavily loaded CI machine stalled a scheduler
+            // thread for more than 300 ms once, and the timer fired before the body looked.
+            let v = try Coroutine.withTimeout(.seconds(2)) { () -> Int in
                 try Coroutine.delay(.milliseconds(1))
                 log.append("inside: timers \(armedTimers())")
                 return 5
             }
             log.append("returned \(v), timers \(armedTimers())")
             // Past the old deadline, nothing fires at this coroutine.
-            try Coroutine.delay(.milliseconds(350))
+            try Coroutine.delay(.milliseconds(2_050))
             log.append("later delay returned")
             return log
         }
