@@ -21,15 +21,9 @@ public final class Promise<Value: Sendable>: @unchecked Sendable {
     /// Non-generic state (the value is type-erased), so that releasing a promise looks up no
     /// generic metadata.
     @usableFromInline let lock = FutexLock()
-    /// Guarded by `lock` (use ``withState(_:)``). Promise is `@unchecked Sendable` for this field.
+    /// Guarded by `lock` (use ``withState(_:)``), except that `outcome`, written once, may be read
+    /// without it by a waiter that was woken. Promise is `@unchecked Sendable` for this field.
     @usableFromInline @exclusivity(unchecked) var unsafeState = PromiseStateMachine()
-    /// The settlement, for a woken waiter to read without the lock: written once, under the lock,
-    /// when the promise settles (before any waiter is woken), and never again. A separate stored
-    /// property, not `unsafeState.outcome`: reading a field of `unsafeState` is an access to the
-    /// whole variable, which would race (in Swift's memory model, and as ThreadSanitizer reports
-    /// it) with any other thread's `withState` — a cancelled waiter withdrawing, `isPending`,
-    /// `then`, `onCancel` — running at the same time.
-    @usableFromInline @exclusivity(unchecked) var settledOutcome: PromiseOutcome?
 
     /// Creates a pending promise.
     @inlinable
@@ -93,7 +87,6 @@ public final class Promise<Value: Sendable>: @unchecked Sendable {
             let handlers = s.cancel()
             let coroutine = s.linkedCoroutine
             guard let settled = s.settle(o) else { return nil }
-            settledOutcome = o
             Self.dispatchObservers(settled, o)
             return (handlers, coroutine, settled)
         }
@@ -148,11 +141,10 @@ public final class Promise<Value: Sendable>: @unchecked Sendable {
                 withState { $0.remove(ticket) }
             })
         }
-        // Settled, or the wait would have thrown. `settledOutcome` is written once, under the
-        // lock, before any waiter is woken (the wake, or the lock when `register` found the
-        // promise settled, orders it before this read), and never again: it is read without
-        // the lock.
-        guard let o = settledOutcome else {
+        // Settled, or the wait would have thrown. `outcome` is written once, under the lock,
+        // before any waiter is woken (the wake orders it before this read), and no field is
+        // written after settlement: it is read without the lock.
+        guard let o = unsafeState.outcome else {
             preconditionFailure("internal inconsistency: a promise waiter was resumed while pending")
         }
         return try o.result(as: Value.self).get()
@@ -176,7 +168,6 @@ public final class Promise<Value: Sendable>: @unchecked Sendable {
         let o = PromiseOutcome(r)
         let settled: PromiseStateMachine.Settled? = withState { s in
             guard let settled = s.settle(o) else { return nil }
-            settledOutcome = o
             Self.dispatchObservers(settled, o)
             return settled
         }
