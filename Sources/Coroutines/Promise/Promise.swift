@@ -21,8 +21,7 @@ public final class Promise<Value: Sendable>: @unchecked Sendable {
     /// Non-generic state (the value is type-erased), so that releasing a promise looks up no
     /// generic metadata.
     @usableFromInline let lock = FutexLock()
-    /// Guarded by `lock` (use ``withState(_:)``), except that `outcome`, written once, may be read
-    /// without it by a waiter that was woken. Promise is `@unchecked Sendable` for this field.
+    /// Guarded by `lock` (use ``withState(_:)``). Promise is `@unchecked Sendable` for this field.
     @usableFromInline @exclusivity(unchecked) var unsafeState = PromiseStateMachine()
 
     /// Creates a pending promise.
@@ -141,10 +140,10 @@ public final class Promise<Value: Sendable>: @unchecked Sendable {
                 withState { $0.remove(ticket) }
             })
         }
-        // Settled, or the wait would have thrown. `outcome` is written once, under the lock,
-        // before any waiter is woken (the wake orders it before this read), and no field is
-        // written after settlement: it is read without the lock.
-        guard let o = unsafeState.outcome else {
+        // Settled, or the wait would have thrown. Read under the lock: reading a field of
+        // `unsafeState` is an access to the whole variable, which would race (in Swift's memory
+        // model, and as ThreadSanitizer reports it) with another thread's `withState`.
+        guard let o = withState({ $0.outcome }) else {
             preconditionFailure("internal inconsistency: a promise waiter was resumed while pending")
         }
         return try o.result(as: Value.self).get()
