@@ -61,8 +61,8 @@ int ccoro_poll_watch(int pfd, int fd) {
   return epoll_ctl(pfd, EPOLL_CTL_ADD, fd, &ev) == 0 ? 0 : errno;
 }
 
-int ccoro_poll_wait(int pfd, ccoro_poll_event *out, int max, long long timeout_ns) {
-  struct epoll_event evs[64];
+// epoll_wait with a nanosecond timeout (rounded up to whole milliseconds; negative waits forever).
+static int wait_events(int pfd, struct epoll_event *evs, int max, long long timeout_ns) {
   if (max > 64) max = 64;
   int timeout_ms = -1;
   if (timeout_ns >= 0) {
@@ -70,14 +70,24 @@ int ccoro_poll_wait(int pfd, ccoro_poll_event *out, int max, long long timeout_n
     timeout_ms = ms > 0x7fffffff ? 0x7fffffff : (int)ms;
   }
   int n = epoll_wait(pfd, evs, max, timeout_ms);
-  for (int i = 0; i < n; i++) {
-    uint32_t e = evs[i].events;
-    int err = (e & (EPOLLERR | EPOLLHUP)) != 0;
-    out[i].fd = evs[i].data.fd;
-    out[i].readable = err || (e & (EPOLLIN | EPOLLRDHUP)) != 0;
-    out[i].writable = err || (e & EPOLLOUT) != 0;
-  }
   return n < 0 ? 0 : n;
+}
+
+// An error or hang-up wakes both directions (the next read or write reports it).
+static void decode_events(uint32_t e, int *readable, int *writable) {
+  int err = (e & (EPOLLERR | EPOLLHUP)) != 0;
+  *readable = err || (e & (EPOLLIN | EPOLLRDHUP)) != 0;
+  *writable = err || (e & EPOLLOUT) != 0;
+}
+
+int ccoro_poll_wait(int pfd, ccoro_poll_event *out, int max, long long timeout_ns) {
+  struct epoll_event evs[64];
+  int n = wait_events(pfd, evs, max, timeout_ns);
+  for (int i = 0; i < n; i++) {
+    out[i].fd = evs[i].data.fd;
+    decode_events(evs[i].events, &out[i].readable, &out[i].writable);
+  }
+  return n;
 }
 
 int ccoro_poll_register(int pfd, int fd, uint64_t data) {
@@ -93,21 +103,12 @@ int ccoro_poll_register(int pfd, int fd, uint64_t data) {
 
 int ccoro_poll_wait_tagged(int pfd, ccoro_poll_tagged_event *out, int max, long long timeout_ns) {
   struct epoll_event evs[64];
-  if (max > 64) max = 64;
-  int timeout_ms = -1;
-  if (timeout_ns >= 0) {
-    long long ms = timeout_ns / 1000000 + (timeout_ns % 1000000 != 0);
-    timeout_ms = ms > 0x7fffffff ? 0x7fffffff : (int)ms;
-  }
-  int n = epoll_wait(pfd, evs, max, timeout_ms);
+  int n = wait_events(pfd, evs, max, timeout_ns);
   for (int i = 0; i < n; i++) {
-    uint32_t e = evs[i].events;
-    int err = (e & (EPOLLERR | EPOLLHUP)) != 0;
     out[i].data = evs[i].data.u64;
-    out[i].readable = err || (e & (EPOLLIN | EPOLLRDHUP)) != 0;
-    out[i].writable = err || (e & EPOLLOUT) != 0;
+    decode_events(evs[i].events, &out[i].readable, &out[i].writable);
   }
-  return n < 0 ? 0 : n;
+  return n;
 }
 
 #elif defined(__APPLE__)
