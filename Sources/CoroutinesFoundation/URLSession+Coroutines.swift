@@ -35,15 +35,11 @@ extension URLSession {
     /// - Suspends: yes; resumes on the coroutine's own scheduler.
     /// - Complexity: O(body size).
     public func data(for request: URLRequest) throws -> (Data, URLResponse) {
-        var task: URLSessionTask?
-        let (data, response) = try Coroutine.suspend(waitingFor: .callback, { complete in
-            let t = dataTask(with: request) { data, response, error in
+        try perform { complete in
+            dataTask(with: request) { data, response, error in
                 complete(Self.outcome(data ?? Data(), response, error))
             }
-            task = t
-            t.resume()
-        }, onInterrupt: { task?.cancel() })
-        return (data, response.value)
+        }
     }
 
     /// Loads a URL's response body into memory: ``data(for:)`` with a GET request.
@@ -70,9 +66,8 @@ extension URLSession {
     /// - Suspends: yes; resumes on the coroutine's own scheduler.
     /// - Complexity: O(body size), written to disk by the session.
     public func download(for request: URLRequest) throws -> (URL, URLResponse) {
-        var task: URLSessionTask?
-        let (url, response): (URL, UncheckedSendable<URLResponse>) = try Coroutine.suspend(waitingFor: .callback, { complete in
-            let t = downloadTask(with: request) { location, response, error in
+        try perform { complete in
+            downloadTask(with: request) { location, response, error in
                 if let error { complete(.failure(error)); return }
                 guard let location else { complete(.failure(URLError(.cannotOpenFile))); return }
                 let kept = FileManager.default.temporaryDirectory
@@ -84,10 +79,7 @@ extension URLSession {
                     complete(.failure(error))
                 }
             }
-            task = t
-            t.resume()
-        }, onInterrupt: { task?.cancel() })
-        return (url, response.value)
+        }
     }
 
     /// Downloads a URL to a file: ``download(for:)`` with a GET request.
@@ -113,15 +105,11 @@ extension URLSession {
     /// - Suspends: yes; resumes on the coroutine's own scheduler.
     /// - Complexity: O(body size + response size).
     public func upload(for request: URLRequest, from body: Data) throws -> (Data, URLResponse) {
-        var task: URLSessionTask?
-        let (data, response) = try Coroutine.suspend(waitingFor: .callback, { complete in
-            let t = uploadTask(with: request, from: body) { data, response, error in
+        try perform { complete in
+            uploadTask(with: request, from: body) { data, response, error in
                 complete(Self.outcome(data ?? Data(), response, error))
             }
-            task = t
-            t.resume()
-        }, onInterrupt: { task?.cancel() })
-        return (data, response.value)
+        }
     }
 
     /// Uploads a file's contents with a request and loads the response body.
@@ -135,15 +123,26 @@ extension URLSession {
     /// - Suspends: yes; resumes on the coroutine's own scheduler.
     /// - Complexity: O(file size + response size).
     public func upload(for request: URLRequest, fromFile fileURL: URL) throws -> (Data, URLResponse) {
-        var task: URLSessionTask?
-        let (data, response) = try Coroutine.suspend(waitingFor: .callback, { complete in
-            let t = uploadTask(with: request, fromFile: fileURL) { data, response, error in
+        try perform { complete in
+            uploadTask(with: request, fromFile: fileURL) { data, response, error in
                 complete(Self.outcome(data ?? Data(), response, error))
             }
+        }
+    }
+
+    /// Starts the task `makeTask` creates and suspends the coroutine until the task's completion
+    /// handler calls `complete`; cancellation or an expiring `withTimeout` cancels the task (on
+    /// the coroutine's thread) and throws at once.
+    private func perform<Body: Sendable>(
+        _ makeTask: (_ complete: @escaping @Sendable (Result<(Body, UncheckedSendable<URLResponse>), any Error>) -> Void) -> URLSessionTask
+    ) throws -> (Body, URLResponse) {
+        var task: URLSessionTask?
+        let (body, response) = try Coroutine.suspend(waitingFor: .callback, { complete in
+            let t = makeTask(complete)
             task = t
             t.resume()
         }, onInterrupt: { task?.cancel() })
-        return (data, response.value)
+        return (body, response.value)
     }
 
     /// A completion handler's arguments as a result.
