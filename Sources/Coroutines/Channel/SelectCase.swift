@@ -68,6 +68,13 @@ struct SelectCase {
             self.outcome = outcome
             self.caseIndex = caseIndex
         }
+
+        /// The waiter this case publishes in a channel's queue, handing its value over at
+        /// `element` (a send case's value, a receive case's slot).
+        @inlinable @inline(__always)
+        func waiter(element: UnsafeMutableRawPointer) -> ChannelWaiter {
+            ChannelWaiter(ticket: ticket.pointee, element: element, outcome: outcome, caseIndex: caseIndex)
+        }
     }
 
     /// The channel's ``ChannelCore``, retained by the case (released by ``Select/destroyCases()``), so that

@@ -36,10 +36,7 @@ enum SelectReceiveCase<Element, Outcome> {
         case .enqueue:
             let wait = argument.unsafelyUnwrapped.assumingMemoryBound(to: SelectCase.Wait.self)
             storage._withUnsafeGuaranteedRef { storage in
-                storage.state.receivers.append(ChannelWaiter(ticket: wait.pointee.ticket.pointee,
-                                                             element: UnsafeMutableRawPointer(slot),
-                                                             outcome: wait.pointee.outcome,
-                                                             caseIndex: wait.pointee.caseIndex))
+                storage.state.receivers.append(wait.pointee.waiter(element: UnsafeMutableRawPointer(slot)))
             }
         case .withdraw:
             let wait = argument.unsafelyUnwrapped.assumingMemoryBound(to: SelectCase.Wait.self)

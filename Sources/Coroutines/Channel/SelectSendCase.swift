@@ -38,10 +38,7 @@ enum SelectSendCase<Element, Outcome> {
         case .enqueue:
             let wait = argument.unsafelyUnwrapped.assumingMemoryBound(to: SelectCase.Wait.self)
             storage._withUnsafeGuaranteedRef { storage in
-                storage.state.senders.append(ChannelWaiter(ticket: wait.pointee.ticket.pointee,
-                                                           element: UnsafeMutableRawPointer(value),
-                                                           outcome: wait.pointee.outcome,
-                                                           caseIndex: wait.pointee.caseIndex))
+                storage.state.senders.append(wait.pointee.waiter(element: UnsafeMutableRawPointer(value)))
             }
         case .withdraw:
             let wait = argument.unsafelyUnwrapped.assumingMemoryBound(to: SelectCase.Wait.self)
