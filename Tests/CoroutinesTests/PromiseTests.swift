@@ -64,10 +64,10 @@ struct PromiseSettlementTests {
         let callerThread = ccoro_thread_id()
         let bodyThread = Mutex<UInt64?>(nil)
         let p = Promise<Int> { promise in
-            bodyThread.withLock { $0 = ccoro_thread_id() }
+            bodyThread.locked { $0 = ccoro_thread_id() }
             promise.fulfill(5)
         }
-        #expect(bodyThread.withLock { $0 } == callerThread)
+        #expect(bodyThread.locked { $0 } == callerThread)
         #expect(successValue(p.result) == 5)
     }
 
@@ -568,8 +568,8 @@ enum PromiseTestError: Error, Equatable {
 /// A thread-safe append-only log.
 final class PromiseTestLog<Element: Sendable>: Sendable {
     private let storage = Mutex<[Element]>([])
-    func append(_ e: Element) { storage.withLock { $0.append(e) } }
-    var values: [Element] { storage.withLock { $0 } }
+    func append(_ e: Element) { storage.locked { $0.append(e) } }
+    var values: [Element] { storage.locked { $0 } }
 }
 
 /// A thread-safe flag that is set once.
