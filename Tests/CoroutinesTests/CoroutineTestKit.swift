@@ -91,7 +91,7 @@ enum CoroutineTestKit {
 
     /// Polls `condition` every millisecond until it holds or `timeout` passes. Only for states
     /// that have no signal to wait on (for example a scheduler thread having ended).
-    static func eventually(timeout: Duration = .seconds(10), _ condition: () -> Bool) async -> Bool {
+    static func eventually(timeout: Duration = .seconds(60), _ condition: () -> Bool) async -> Bool {
         let deadline = ContinuousClock.now + timeout
         while !condition() {
             if ContinuousClock.now >= deadline { return false }

@@ -549,7 +549,7 @@ struct PromiseAsyncErrorReportingTests {
             // and afterwards, on the same scheduler, a launch body throws (that one is reported;
             // reports run in order on the scheduler, so the first would come before it)
             Coroutine.launch(on: s, name: "control") { throw PromiseTestError.control }
-            try await controlReported.timeout(.seconds(10)).value
+            try await controlReported.timeout(.seconds(60)).value
 
             // Then only the launch's error was reported
             #expect(reports.values == ["control: control"])
