@@ -59,10 +59,10 @@ struct ChannelStateMachine<Element> {
     mutating func send(_ value: Element) -> SendAction {
         if isClosed { return .closed }
         while let r = receivers.popFirst() {
-            guard r.ticket.tryClaim() else { continue }
-            r.element.assumingMemoryBound(to: Element.self).initialize(to: value)
-            r.outcome.pointee.caseIndex = r.caseIndex
-            return .delivered(r.ticket)
+            guard r.pointee.ticket.tryClaim() else { continue }
+            r.pointee.element.assumingMemoryBound(to: Element.self).initialize(to: value)
+            r.pointee.outcome.pointee.caseIndex = r.pointee.caseIndex
+            return .delivered(r.pointee.ticket)
         }
         if buffer.count < capacity {
             buffer.append(value)
@@ -77,18 +77,18 @@ struct ChannelStateMachine<Element> {
     mutating func receive() -> ReceiveAction {
         if let v = buffer.popFirst() {
             while let s = senders.popFirst() {
-                guard s.ticket.tryClaim() else { continue }
-                buffer.append(s.element.assumingMemoryBound(to: Element.self).pointee)
-                s.outcome.pointee.caseIndex = s.caseIndex
-                return .value(v, wake: s.ticket)
+                guard s.pointee.ticket.tryClaim() else { continue }
+                buffer.append(s.pointee.element.assumingMemoryBound(to: Element.self).pointee)
+                s.pointee.outcome.pointee.caseIndex = s.pointee.caseIndex
+                return .value(v, wake: s.pointee.ticket)
             }
             return .value(v, wake: nil)
         }
         while let s = senders.popFirst() {
-            guard s.ticket.tryClaim() else { continue }
-            let v = s.element.assumingMemoryBound(to: Element.self).pointee
-            s.outcome.pointee.caseIndex = s.caseIndex
-            return .value(v, wake: s.ticket)
+            guard s.pointee.ticket.tryClaim() else { continue }
+            let v = s.pointee.element.assumingMemoryBound(to: Element.self).pointee
+            s.pointee.outcome.pointee.caseIndex = s.pointee.caseIndex
+            return .value(v, wake: s.pointee.ticket)
         }
         return isClosed ? .closed(receiveError) : .empty
     }
@@ -101,10 +101,12 @@ struct ChannelStateMachine<Element> {
         isClosed = true
         closeError = error
         var woken: [WaitTicket] = []
-        for w in receivers.removeAll() + senders.removeAll() where w.ticket.tryClaim() {
-            w.outcome.pointee.closed = true
-            w.outcome.pointee.caseIndex = w.caseIndex
-            woken.append(w.ticket)
+        // Receivers first, then senders, each in FIFO order.
+        while let w = receivers.popFirst() ?? senders.popFirst() {
+            guard w.pointee.ticket.tryClaim() else { continue }
+            w.pointee.outcome.pointee.closed = true
+            w.pointee.outcome.pointee.caseIndex = w.pointee.caseIndex
+            woken.append(w.pointee.ticket)
         }
         assertInvariants()
         return woken

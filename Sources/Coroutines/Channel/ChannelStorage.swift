@@ -57,11 +57,13 @@ final class ChannelStorage<Element>: ChannelCore, @unchecked Sendable {
         try withUnsafeMutablePointer(to: &value) { element in
             try withUnsafeMutablePointer(to: &outcome) { outcome in
                 let epoch = c.armEpoch()
-                state.senders.append(ChannelWaiter(ticket: WaitTicket(coroutine: c, epoch: epoch),
-                                                   element: UnsafeMutableRawPointer(element),
-                                                   outcome: outcome, caseIndex: 0))
-                lock.unlock()
-                try c.suspend(armedEpoch: epoch, .channel) { [unowned(unsafe) self] in self.withdrawSender($0) }
+                var waiter = ChannelWaiter(ticket: WaitTicket(coroutine: c, epoch: epoch),
+                                           element: UnsafeMutableRawPointer(element), outcome: outcome, caseIndex: 0)
+                try withUnsafeMutablePointer(to: &waiter) { waiter in
+                    state.senders.append(waiter)
+                    lock.unlock()
+                    try c.suspend(armedEpoch: epoch, .channel) { [unowned(unsafe) self] _ in self.withdrawSender(waiter) }
+                }
             }
         }
         if outcome.closed { throw ChannelError.closed }
@@ -94,11 +96,13 @@ final class ChannelStorage<Element>: ChannelCore, @unchecked Sendable {
             let slot = slot.baseAddress.unsafelyUnwrapped
             try withUnsafeMutablePointer(to: &outcome) { outcome in
                 let epoch = c.armEpoch()
-                state.receivers.append(ChannelWaiter(ticket: WaitTicket(coroutine: c, epoch: epoch),
-                                                     element: UnsafeMutableRawPointer(slot),
-                                                     outcome: outcome, caseIndex: 0))
-                lock.unlock()
-                try c.suspend(armedEpoch: epoch, .channel) { [unowned(unsafe) self] in self.withdrawReceiver($0) }
+                var waiter = ChannelWaiter(ticket: WaitTicket(coroutine: c, epoch: epoch),
+                                           element: UnsafeMutableRawPointer(slot), outcome: outcome, caseIndex: 0)
+                try withUnsafeMutablePointer(to: &waiter) { waiter in
+                    state.receivers.append(waiter)
+                    lock.unlock()
+                    try c.suspend(armedEpoch: epoch, .channel) { [unowned(unsafe) self] _ in self.withdrawReceiver(waiter) }
+                }
             }
             // A completed wake: the claimer either initialised the slot or marked the outcome
             // closed (SPEC §4.4: the operation completed, so it returns normally).
@@ -195,17 +199,19 @@ final class ChannelStorage<Element>: ChannelCore, @unchecked Sendable {
 
     // MARK: Withdrawal (cancellation, timeouts, losing select cases)
 
+    /// Unlinks a sender's record if no waker popped it (it may have been popped and skipped).
     @usableFromInline
-    func withdrawSender(_ ticket: WaitTicket) {
+    func withdrawSender(_ waiter: UnsafeMutablePointer<ChannelWaiter>) {
         lock.lock()
-        state.senders.remove(ticket)
+        state.senders.remove(waiter)
         lock.unlock()
     }
 
+    /// Unlinks a receiver's record if no waker popped it.
     @usableFromInline
-    func withdrawReceiver(_ ticket: WaitTicket) {
+    func withdrawReceiver(_ waiter: UnsafeMutablePointer<ChannelWaiter>) {
         lock.lock()
-        state.receivers.remove(ticket)
+        state.receivers.remove(waiter)
         lock.unlock()
     }
 }

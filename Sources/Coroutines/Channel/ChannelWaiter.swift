@@ -12,19 +12,32 @@ struct WaitOutcome {
     @inlinable init() {}
 }
 
-/// A coroutine blocked on a channel (the role of Go's `sudog`).
+/// A coroutine blocked on a channel (the role of Go's `sudog`), and its link in the channel's
+/// wait queue.
+///
+/// The record lives on the waiting coroutine's stack, next to its value and outcome, for the
+/// whole suspension (a coroutine's stack never moves), and the channel's queue links records
+/// through pointers (an intrusive list): queueing allocates nothing, and the waker finds the
+/// waiter, its value and its outcome in one place. The waiter removes its record before the
+/// frame ends: the waker that claims it pops it; a cancelled, timed-out or losing waiter
+/// withdraws it under the channel's lock; `close` pops every record.
 ///
 /// The value moves through raw pointers into the waiting coroutine's stack, as in Go: a sender's
 /// `element` points at the value to deliver (an initialised `Element`, copied out), a receiver's
-/// at uninitialised memory for one `Element`, which the claimer initialises. Only the waker that wins ``WaitTicket/tryClaim()`` touches them, under the
-/// channel's lock, so the hand-off and the state change are one atomic step (SPEC §6.7). A
-/// `select` publishes one waiter per case, all with the same ticket, so exactly one case wins.
+/// at uninitialised memory for one `Element`, which the claimer initialises. Only the waker that
+/// wins ``WaitTicket/tryClaim()`` touches them, under the channel's lock, so the hand-off and the
+/// state change are one atomic step (SPEC §6.7). A `select` publishes one record per case, all
+/// with the same ticket, so exactly one case wins.
 @usableFromInline
 struct ChannelWaiter {
     @usableFromInline let ticket: WaitTicket
     @usableFromInline let element: UnsafeMutableRawPointer
     @usableFromInline let outcome: UnsafeMutablePointer<WaitOutcome>
     @usableFromInline let caseIndex: Int
+    // Queue links: guarded by the lock of the channel whose queue holds the record.
+    @usableFromInline var next: UnsafeMutablePointer<ChannelWaiter>?
+    @usableFromInline var previous: UnsafeMutablePointer<ChannelWaiter>?
+    @usableFromInline var isQueued: Bool
 
     @inlinable
     init(ticket: WaitTicket, element: UnsafeMutableRawPointer, outcome: UnsafeMutablePointer<WaitOutcome>,
@@ -33,40 +46,55 @@ struct ChannelWaiter {
         self.element = element
         self.outcome = outcome
         self.caseIndex = caseIndex
+        next = nil
+        previous = nil
+        isQueued = false
     }
 }
 
-/// A FIFO queue of channel waiters with removal of a withdrawn waiter.
+/// A FIFO queue of channel waiters: a doubly linked list of records on the waiters' stacks.
 ///
 /// Not thread-safe: guarded by its channel's lock.
-/// - Complexity: amortised O(1) `append` and `popFirst` (which moves the waiter out, without
-///   reference counting); O(n) `remove(_:)`.
+/// - Invariants: `head == nil` exactly when `tail == nil`; a record is in at most one queue,
+///   and `isQueued` is true exactly while it is linked here.
+/// - Complexity: O(1) `append`, `popFirst` and `remove(_:)`.
 @usableFromInline
 struct ChannelWaitQueue {
-    @usableFromInline var items = RingBuffer<ChannelWaiter>(capacity: 0)
+    @usableFromInline var head: UnsafeMutablePointer<ChannelWaiter>?
+    @usableFromInline var tail: UnsafeMutablePointer<ChannelWaiter>?
 
     @inlinable init() {}
 
-    @inlinable var isEmpty: Bool { items.isEmpty }
+    @inlinable var isEmpty: Bool { head == nil }
 
-    @inlinable mutating func append(_ waiter: __owned ChannelWaiter) {
-        items.append(waiter)
+    /// Links `waiter` at the end. It must not be queued.
+    @inlinable mutating func append(_ waiter: UnsafeMutablePointer<ChannelWaiter>) {
+        assert(!waiter.pointee.isQueued, "internal inconsistency: a channel waiter queued twice")
+        waiter.pointee.next = nil
+        waiter.pointee.previous = tail
+        waiter.pointee.isQueued = true
+        if let tail { tail.pointee.next = waiter } else { head = waiter }
+        tail = waiter
     }
 
-    @inlinable mutating func popFirst() -> ChannelWaiter? {
-        items.popFirst()
+    /// Unlinks and returns the oldest record.
+    @inlinable mutating func popFirst() -> UnsafeMutablePointer<ChannelWaiter>? {
+        guard let first = head else { return nil }
+        head = first.pointee.next
+        if let head { head.pointee.previous = nil } else { tail = nil }
+        first.pointee.next = nil
+        first.pointee.isQueued = false
+        return first
     }
 
-    /// Removes the waiter published with `ticket`, if it is still queued.
-    @inlinable mutating func remove(_ ticket: WaitTicket) {
-        _ = items.remove { $0.ticket.matches(ticket) }
-    }
-
-    /// Removes every waiter and returns them in FIFO order.
-    @inlinable mutating func removeAll() -> [ChannelWaiter] {
-        var all: [ChannelWaiter] = []
-        all.reserveCapacity(items.count)
-        while let w = items.popFirst() { all.append(w) }
-        return all
+    /// Unlinks `waiter` if it is still queued (here: a record is only ever queued in one queue).
+    @inlinable mutating func remove(_ waiter: UnsafeMutablePointer<ChannelWaiter>) {
+        guard waiter.pointee.isQueued else { return }
+        let previous = waiter.pointee.previous, next = waiter.pointee.next
+        if let previous { previous.pointee.next = next } else { head = next }
+        if let next { next.pointee.previous = previous } else { tail = previous }
+        waiter.pointee.next = nil
+        waiter.pointee.previous = nil
+        waiter.pointee.isQueued = false
     }
 }

@@ -63,27 +63,36 @@ extension Select {
         var ticket = WaitTicket(coroutine: c, epoch: epoch)
         let winner: Int = try withUnsafeMutablePointer(to: &outcome) { o in
             try withUnsafeMutablePointer(to: &ticket) { t in
-                var wait = SelectCase.Wait(ticket: t, outcome: o, caseIndex: 0)
-                withUnsafeMutablePointer(to: &wait) { w in
-                    for i in 0..<n {
-                        w.pointee.caseIndex = i
-                        _ = (cases + i).performNonThrowing(.enqueue, UnsafeMutableRawPointer(w))
+                // One waiter record per case, on this stack: each stays linked in its channel's
+                // queue until a waker pops it or the loops below withdraw it, always before
+                // this frame ends.
+                try withUnsafeTemporaryAllocation(of: ChannelWaiter.self, capacity: n) { buffer in
+                    let records = buffer.baseAddress.unsafelyUnwrapped
+                    defer { records.deinitialize(count: n) }
+                    var wait = SelectCase.Wait(ticket: t, outcome: o, records: records, caseIndex: 0)
+                    withUnsafeMutablePointer(to: &wait) { w in
+                        for i in 0..<n {
+                            w.pointee.caseIndex = i
+                            _ = (cases + i).performNonThrowing(.enqueue, UnsafeMutableRawPointer(w))
+                        }
                     }
+                    selectUnlock(locks, lockCount)
+                    let timer = timeoutBody == nil ? nil
+                        : c.scheduler.scheduleSelectTimeout(deadline: timeoutDeadline, t.pointee, o, index: n)
+                    defer { if let timer { c.scheduler.cancelSelectTimeout(timer) } }
+                    // A send case's published value stays in its block until the select's cases
+                    // are destroyed, after every waiter was withdrawn (or taken by the waker,
+                    // which copied the value under the channel's lock before waking this
+                    // coroutine).
+                    try c.suspend(armedEpoch: epoch, .select) { _ in   // the same ticket as `t`
+                        for i in 0..<n { (cases + i).withdraw(records + i) }
+                    }
+                    // Won: withdraw the other cases' waiters (the winner's was popped by its
+                    // waker; withdrawing a popped record does nothing).
+                    let winner = o.pointee.caseIndex
+                    for i in 0..<n where i != winner { (cases + i).withdraw(records + i) }
+                    return winner
                 }
-                selectUnlock(locks, lockCount)
-                let timer = timeoutBody == nil ? nil
-                    : c.scheduler.scheduleSelectTimeout(deadline: timeoutDeadline, t.pointee, o, index: n)
-                defer { if let timer { c.scheduler.cancelSelectTimeout(timer) } }
-                // A send case's published value stays in its block until the select's cases are
-                // destroyed, after every waiter was withdrawn (or taken by the waker, which copied
-                // the value under the channel's lock before waking this coroutine).
-                try c.suspend(armedEpoch: epoch, .select) { _ in   // the same ticket as `t`
-                    for i in 0..<n { (cases + i).withdraw(t, o) }
-                }
-                // Won: withdraw the other cases' waiters (the winner's was taken by its waker).
-                let winner = o.pointee.caseIndex
-                for i in 0..<n where i != winner { (cases + i).withdraw(t, o) }
-                return winner
             }
         }
         if winner == n { return try timeoutBody.unsafelyUnwrapped.pointee() }

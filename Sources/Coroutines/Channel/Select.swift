@@ -27,7 +27,7 @@ import CCoroutines
 /// - Suspends: while no case is ready (unless there is an `otherwise`); resumes on the
 ///   coroutine's own scheduler.
 /// - Complexity: O(cases²) to sort the channels into address order (insertion sort: a select has
-///   a handful of cases), plus O(waiters) per channel to withdraw the losing cases after a wait.
+///   a handful of cases), plus O(1) per case to withdraw the losing cases after a wait.
 ///   No heap allocation for up to four cases whose values are small (the cases live on the
 ///   coroutine's stack), except for the timer of a waiting `timeout` case.
 ///

@@ -15,7 +15,8 @@
 @usableFromInline
 struct SelectCase {
     /// Performs one step of the case on its block. The third argument depends on the step:
-    /// a ``Polled`` for `poll`, a ``Wait`` for `enqueue` and `withdraw`, the uninitialised
+    /// a ``Polled`` for `poll`, a ``Wait`` for `enqueue`, the case's ``ChannelWaiter`` record for
+    /// `withdraw`, the uninitialised
     /// result (`Outcome`) for `finish` and `finishClosed`, unused (nil) for `destroy`. Only the
     /// `finish` steps throw. The result is meaningful for `poll` only (the case was ready).
     @usableFromInline
@@ -52,28 +53,34 @@ struct SelectCase {
         @inlinable init() {}
     }
 
-    /// What `enqueue` publishes and `withdraw` removes: the select's ticket, its shared outcome,
-    /// and the index of the case.
+    /// What `enqueue` publishes: the select's ticket, its shared outcome, the index of the case,
+    /// and the waiter records (one per case, on the selecting coroutine's stack).
     @usableFromInline
     struct Wait {
-        /// The ticket, on the selecting coroutine's stack: pointing at it instead of copying it
-        /// saves a retain and a release of the coroutine per case and step.
+        /// The ticket, on the selecting coroutine's stack.
         @usableFromInline let ticket: UnsafePointer<WaitTicket>
         @usableFromInline let outcome: UnsafeMutablePointer<WaitOutcome>
+        /// Uninitialised records for every case; `enqueue` initialises the one at `caseIndex`.
+        @usableFromInline let records: UnsafeMutablePointer<ChannelWaiter>
         @usableFromInline var caseIndex: Int
 
         @inlinable
-        init(ticket: UnsafePointer<WaitTicket>, outcome: UnsafeMutablePointer<WaitOutcome>, caseIndex: Int) {
+        init(ticket: UnsafePointer<WaitTicket>, outcome: UnsafeMutablePointer<WaitOutcome>,
+             records: UnsafeMutablePointer<ChannelWaiter>, caseIndex: Int) {
             self.ticket = ticket
             self.outcome = outcome
+            self.records = records
             self.caseIndex = caseIndex
         }
 
-        /// The waiter this case publishes in a channel's queue, handing its value over at
-        /// `element` (a send case's value, a receive case's slot).
+        /// Initialises this case's waiter record, handing its value over at `element` (a send
+        /// case's value, a receive case's slot), and returns it for a channel's queue.
         @inlinable @inline(__always)
-        func waiter(element: UnsafeMutableRawPointer) -> ChannelWaiter {
-            ChannelWaiter(ticket: ticket.pointee, element: element, outcome: outcome, caseIndex: caseIndex)
+        func waiter(element: UnsafeMutableRawPointer) -> UnsafeMutablePointer<ChannelWaiter> {
+            let record = records + caseIndex
+            record.initialize(to: ChannelWaiter(ticket: ticket.pointee, element: element, outcome: outcome,
+                                                caseIndex: caseIndex))
+            return record
         }
     }
 
@@ -134,11 +141,10 @@ extension UnsafeMutablePointer where Pointee == SelectCase {
         }
     }
 
-    /// Withdraws the waiter this case published with `ticket`, if it is still queued.
+    /// Withdraws this case's waiter `record`, if it is still queued.
     @inlinable @inline(__always)
-    func withdraw(_ ticket: UnsafePointer<WaitTicket>, _ outcome: UnsafeMutablePointer<WaitOutcome>) {
-        var wait = SelectCase.Wait(ticket: ticket, outcome: outcome, caseIndex: 0)
-        _ = withUnsafeMutablePointer(to: &wait) { performNonThrowing(.withdraw, UnsafeMutableRawPointer($0)) }
+    func withdraw(_ record: UnsafeMutablePointer<ChannelWaiter>) {
+        _ = performNonThrowing(.withdraw, UnsafeMutableRawPointer(record))
     }
 }
 

@@ -39,8 +39,8 @@ enum SelectReceiveCase<Element, Outcome> {
                 storage.state.receivers.append(wait.pointee.waiter(element: UnsafeMutableRawPointer(slot)))
             }
         case .withdraw:
-            let wait = argument.unsafelyUnwrapped.assumingMemoryBound(to: SelectCase.Wait.self)
-            storage._withUnsafeGuaranteedRef { $0.withdrawReceiver(wait.pointee.ticket.pointee) }
+            let record = argument.unsafelyUnwrapped.assumingMemoryBound(to: ChannelWaiter.self)
+            storage._withUnsafeGuaranteedRef { $0.withdrawReceiver(record) }
         case .finish:
             let result = argument.unsafelyUnwrapped.assumingMemoryBound(to: Outcome.self)
             result.initialize(to: try body.pointee(slot.move()))

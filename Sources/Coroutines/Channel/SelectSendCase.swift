@@ -41,8 +41,8 @@ enum SelectSendCase<Element, Outcome> {
                 storage.state.senders.append(wait.pointee.waiter(element: UnsafeMutableRawPointer(value)))
             }
         case .withdraw:
-            let wait = argument.unsafelyUnwrapped.assumingMemoryBound(to: SelectCase.Wait.self)
-            storage._withUnsafeGuaranteedRef { $0.withdrawSender(wait.pointee.ticket.pointee) }
+            let record = argument.unsafelyUnwrapped.assumingMemoryBound(to: ChannelWaiter.self)
+            storage._withUnsafeGuaranteedRef { $0.withdrawSender(record) }
         case .finish:
             let result = argument.unsafelyUnwrapped.assumingMemoryBound(to: Outcome.self)
             result.initialize(to: try body.pointee())
