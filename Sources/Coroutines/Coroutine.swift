@@ -52,12 +52,15 @@ public final class Coroutine: @unchecked Sendable, Hashable, CustomStringConvert
     let stackSize: Int
     /// Whether an error thrown by the body is reported to `unobservedErrorHandler` if nobody joins.
     let reportsUnobservedErrors: Bool
-    /// Told when the body never runs (the promise of `Coroutine.async`, runBlocking's result).
+    /// Told when the body never runs (the promise of `Coroutine.async`, runBlocking's result);
+    /// for `Coroutine.async` also the owner of the body (see ``body``).
     let unstartedObserver: (any UnstartedObserver)?
 
     // MARK: Confined to the scheduler's thread
 
-    /// The body; released as soon as it returns (or if it never runs).
+    /// The body; released as soon as it returns (or if it never runs). Nil from the start for
+    /// `Coroutine.async`, whose promise keeps the body with its own result type
+    /// (``UnstartedObserver/runBody()``): wrapping it here would allocate a closure per launch.
     @exclusivity(unchecked) var body: (() throws -> Void)?
     /// NUL-terminated copy of `name` for the signal handler.
     @exclusivity(unchecked) var cName: UnsafeMutablePointer<CChar>?
@@ -92,7 +95,7 @@ public final class Coroutine: @unchecked Sendable, Hashable, CustomStringConvert
 
     @usableFromInline
     init(scheduler: CoroutineScheduler, name: String?, stackSize: Int?, reportsUnobservedErrors: Bool,
-         unstartedObserver: (any UnstartedObserver)?, body: @escaping () throws -> Void) {
+         unstartedObserver: (any UnstartedObserver)?, body: (() throws -> Void)?) {
         self.scheduler = scheduler
         self.name = name
         self.stackSize = StackAllocator.normalizedSize(stackSize)
@@ -149,16 +152,10 @@ public final class Coroutine: @unchecked Sendable, Hashable, CustomStringConvert
                                               stackSize: Int? = nil,
                                               _ body: @escaping @Sendable () throws -> Value) -> Promise<Value> {
         let promise = Promise<Value>()
+        promise.coroutineBody = body   // run by `runBody()` in the coroutine
         let target = scheduler ?? CoroutineScheduler.defaultForLaunch()
         let c = Coroutine(scheduler: target, name: name, stackSize: stackSize,
-                          reportsUnobservedErrors: false,
-                          unstartedObserver: promise,
-                          body: {
-                              do { promise.fulfill(try body()) } catch {
-                                  promise.reject(error)
-                                  throw error
-                              }
-                          })
+                          reportsUnobservedErrors: false, unstartedObserver: promise, body: nil)
         promise.link(c)
         c.start(parent: Coroutine.current)
         return promise
@@ -239,8 +236,20 @@ enum Joiner {
 }
 
 /// Told when a coroutine finishes without running its body (cancelled before start, stopped
-/// scheduler, no stack).
+/// scheduler, no stack); runs the body of a coroutine that has none of its own.
 @usableFromInline
 protocol UnstartedObserver: AnyObject, Sendable {
+    /// Releases the body if the observer owns it, and records `error` as the outcome.
     func coroutineNeverRan(_ error: any Error)
+    /// Runs the body the observer owns, on the coroutine's stack, and records its outcome.
+    /// Called once, instead of the coroutine's ``Coroutine/body``, when that is nil.
+    /// - Throws: what the body threw (the coroutine ends with it).
+    func runBody() throws
+}
+
+extension UnstartedObserver {
+    /// Observers of coroutines that have a body of their own never run one.
+    func runBody() throws {
+        preconditionFailure("internal inconsistency: a coroutine without a body of its own or an owner of it")
+    }
 }

@@ -23,6 +23,10 @@ public final class Promise<Value: Sendable>: @unchecked Sendable {
     @usableFromInline let lock = FutexLock()
     /// Guarded by `lock` (use ``withState(_:)``). Promise is `@unchecked Sendable` for this field.
     @usableFromInline @exclusivity(unchecked) var unsafeState = PromiseStateMachine()
+    /// The body of the `Coroutine.async` coroutine that settles this promise: set before the
+    /// coroutine is queued (the queueing orders it before the coroutine runs), then taken once by
+    /// that coroutine, on its scheduler's thread (``runBody()``), or released if it never runs.
+    @usableFromInline @exclusivity(unchecked) var coroutineBody: (@Sendable () throws -> Value)?
 
     /// Creates a pending promise.
     @inlinable
@@ -216,5 +220,20 @@ extension CoroutineScheduler {
 
 extension Promise: UnstartedObserver {
     @usableFromInline
-    func coroutineNeverRan(_ error: any Error) { reject(error) }
+    func coroutineNeverRan(_ error: any Error) {
+        coroutineBody = nil
+        reject(error)
+    }
+
+    /// Runs the `Coroutine.async` body and settles the promise with its outcome.
+    @usableFromInline
+    func runBody() throws {
+        guard let body = coroutineBody.take() else {
+            preconditionFailure("internal inconsistency: a Coroutine.async body ran twice")
+        }
+        do { fulfill(try body()) } catch {
+            reject(error)
+            throw error
+        }
+    }
 }
