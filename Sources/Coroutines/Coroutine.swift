@@ -52,15 +52,12 @@ public final class Coroutine: @unchecked Sendable, Hashable, CustomStringConvert
     let stackSize: Int
     /// Whether an error thrown by the body is reported to `unobservedErrorHandler` if nobody joins.
     let reportsUnobservedErrors: Bool
-    /// Told when the body never runs (the promise of `Coroutine.async`, runBlocking's result);
-    /// for `Coroutine.async` also the owner of the body (see ``body``).
+    /// Told when the body never runs (the promise of `Coroutine.async`, runBlocking's result).
     let unstartedObserver: (any UnstartedObserver)?
 
     // MARK: Confined to the scheduler's thread
 
-    /// The body; released as soon as it returns (or if it never runs). Nil from the start for
-    /// `Coroutine.async`, whose promise keeps the body with its own result type
-    /// (``UnstartedObserver/runBody()``): wrapping it here would allocate a closure per launch.
+    /// The body; released as soon as it returns (or if it never runs).
     @exclusivity(unchecked) var body: (() throws -> Void)?
     /// NUL-terminated copy of `name` for the signal handler.
     @exclusivity(unchecked) var cName: UnsafeMutablePointer<CChar>?
@@ -95,7 +92,7 @@ public final class Coroutine: @unchecked Sendable, Hashable, CustomStringConvert
 
     @usableFromInline
     init(scheduler: CoroutineScheduler, name: String?, stackSize: Int?, reportsUnobservedErrors: Bool,
-         unstartedObserver: (any UnstartedObserver)?, body: (() throws -> Void)?) {
+         unstartedObserver: (any UnstartedObserver)?, body: @escaping () throws -> Void) {
         self.scheduler = scheduler
         self.name = name
         self.stackSize = StackAllocator.normalizedSize(stackSize)
@@ -152,10 +149,14 @@ public final class Coroutine: @unchecked Sendable, Hashable, CustomStringConvert
                                               stackSize: Int? = nil,
                                               _ body: @escaping @Sendable () throws -> Value) -> Promise<Value> {
         let promise = Promise<Value>()
-        promise.coroutineBody = body   // run by `runBody()` in the coroutine
+        // The promise keeps the body, so that the coroutine's closure captures the promise
+        // alone: a closure whose only capture is one object uses it as its context, and
+        // allocates nothing.
+        promise.coroutineBody = body
         let target = scheduler ?? CoroutineScheduler.defaultForLaunch()
         let c = Coroutine(scheduler: target, name: name, stackSize: stackSize,
-                          reportsUnobservedErrors: false, unstartedObserver: promise, body: nil)
+                          reportsUnobservedErrors: false, unstartedObserver: promise,
+                          body: { try promise.runCoroutineBody() })
         promise.link(c)
         c.start(parent: Coroutine.current)
         return promise
@@ -236,20 +237,8 @@ enum Joiner {
 }
 
 /// Told when a coroutine finishes without running its body (cancelled before start, stopped
-/// scheduler, no stack); runs the body of a coroutine that has none of its own.
+/// scheduler, no stack).
 @usableFromInline
 protocol UnstartedObserver: AnyObject, Sendable {
-    /// Releases the body if the observer owns it, and records `error` as the outcome.
     func coroutineNeverRan(_ error: any Error)
-    /// Runs the body the observer owns, on the coroutine's stack, and records its outcome.
-    /// Called once, instead of the coroutine's ``Coroutine/body``, when that is nil.
-    /// - Throws: what the body threw (the coroutine ends with it).
-    func runBody() throws
-}
-
-extension UnstartedObserver {
-    /// Observers of coroutines that have a body of their own never run one.
-    func runBody() throws {
-        preconditionFailure("internal inconsistency: a coroutine without a body of its own or an owner of it")
-    }
 }

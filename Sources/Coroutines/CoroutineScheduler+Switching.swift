@@ -135,8 +135,6 @@ private func runCoroutine(_ arg: UnsafeMutableRawPointer)
         var thrown: (any Error)?
         if let body = c.body.take() {
             do { try body() } catch { thrown = error }
-        } else if let owner = c.unstartedObserver {
-            do { try owner.runBody() } catch { thrown = error }
         }
         if let r = c.record { c.scheduler.checkStack(of: c, r) }
         c.finish(error: thrown)

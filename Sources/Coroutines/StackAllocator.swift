@@ -69,10 +69,34 @@ final class StackAllocator: Sendable {
         }
     }
 
+    /// Pools by stack size. A process uses a handful of sizes, so the lookup is a scan of an
+    /// array: a `Dictionary`'s modify accessor allocated its frame on the heap at every `give`.
+    private struct PoolsBySize {
+        private(set) var sizes: [Int] = []
+        var pools: [Pool] = []
+
+        /// The index of the pool for `size`, if there is one.
+        func index(of size: Int) -> Int? { sizes.firstIndex(of: size) }
+
+        /// The index of the pool for `size`, created empty if needed.
+        mutating func indexCreating(_ size: Int) -> Int {
+            if let i = index(of: size) { return i }
+            sizes.append(size)
+            pools.append(Pool())
+            return sizes.count - 1
+        }
+
+        /// Takes the newest idle stack of `size`.
+        mutating func popLast(size: Int) -> Ref? {
+            guard let i = index(of: size) else { return nil }
+            return pools[i].popLast()
+        }
+    }
+
     private struct State {
-        var pools: [Int: Pool] = [:]
+        var pools = PoolsBySize()
         var guardedLive = 0          // guarded stacks mapped (in use or pooled)
-        var slabFree: [Int: Pool] = [:]
+        var slabFree = PoolsBySize()
         var inUse = 0
         var pooled = 0
     }
@@ -115,12 +139,12 @@ final class StackAllocator: Sendable {
     /// Takes a stack of `size` bytes (already normalised), or nil when none can be mapped.
     func take(size: Int) -> UnsafeMutablePointer<ccoro_stack_record>? {
         let got: Ref? = state.locked { s in
-            if let r = s.pools[size]?.popLast() {
+            if let r = s.pools.popLast(size: size) {
                 s.pooled -= 1
                 s.inUse += 1
                 return r
             }
-            if let r = s.slabFree[size]?.popLast() {
+            if let r = s.slabFree.popLast(size: size) {
                 s.inUse += 1
                 return r
             }
@@ -149,8 +173,8 @@ final class StackAllocator: Sendable {
             if s.guardedLive < guardedCap { s.guardedLive += 1; return (true, nil) }
             // At the cap: an idle guarded stack of another size makes room (one out, one in),
             // so one size's idle stacks never condemn every other size to slab stacks.
-            for key in s.pools.keys where key != size {
-                if let r = s.pools[key]?.popLast() {
+            for i in s.pools.pools.indices where s.pools.sizes[i] != size {
+                if let r = s.pools.pools[i].popLast() {
                     s.pooled -= 1
                     return (true, r)
                 }
@@ -189,7 +213,7 @@ final class StackAllocator: Sendable {
         let first = records.removeLast()
         let rest = records.map(Ref.init)
         state.locked { s in
-            s.slabFree[size, default: Pool()].stacks.append(contentsOf: rest)
+            s.slabFree.pools[s.slabFree.indexCreating(size)].stacks.append(contentsOf: rest)
             s.inUse += 1
         }
         return first
@@ -204,11 +228,12 @@ final class StackAllocator: Sendable {
         let unmap: Bool = state.locked { s in
             s.inUse -= 1
             if isSlab {
-                s.slabFree[size, default: Pool()].stacks.append(record)
+                s.slabFree.pools[s.slabFree.indexCreating(size)].stacks.append(record)
                 return false
             }
-            if s.pools[size, default: Pool()].stacks.count < Self.poolLimit {
-                s.pools[size, default: Pool()].stacks.append(record)
+            let i = s.pools.indexCreating(size)
+            if s.pools.pools[i].stacks.count < Self.poolLimit {
+                s.pools.pools[i].stacks.append(record)
                 s.pooled += 1
                 return false
             }
@@ -231,18 +256,17 @@ final class StackAllocator: Sendable {
         givenSinceTrim.store(0, ordering: .relaxed)
         // Taken out of the pools under the lock, released outside it, then put back: a stack is
         // never handed out while its memory is being released.
-        let victims: (guarded: [Int: [Ref]], slab: [Int: [Ref]]) = state.locked { s in
-            var guarded: [Int: [Ref]] = [:], slab: [Int: [Ref]] = [:]
-            for key in s.pools.keys { guarded[key] = s.pools[key]!.removeUntrimmed(keeping: Self.residentIdleLimit) }
-            for key in s.slabFree.keys { slab[key] = s.slabFree[key]!.removeUntrimmed(keeping: Self.residentIdleLimit) }
-            return (guarded, slab)
+        // (Pools are never removed, so an index stays valid across the two critical sections.)
+        let victims: (guarded: [[Ref]], slab: [[Ref]]) = state.locked { s in
+            (s.pools.pools.indices.map { s.pools.pools[$0].removeUntrimmed(keeping: Self.residentIdleLimit) },
+             s.slabFree.pools.indices.map { s.slabFree.pools[$0].removeUntrimmed(keeping: Self.residentIdleLimit) })
         }
         for list in [victims.guarded, victims.slab] {
-            for r in list.values.joined() { ccoro_stack_release_memory(&r.pointer.pointee.stack) }
+            for r in list.joined() { ccoro_stack_release_memory(&r.pointer.pointee.stack) }
         }
         state.locked { s in
-            for (key, rs) in victims.guarded where !rs.isEmpty { s.pools[key, default: Pool()].insertTrimmed(rs) }
-            for (key, rs) in victims.slab where !rs.isEmpty { s.slabFree[key, default: Pool()].insertTrimmed(rs) }
+            for (i, rs) in victims.guarded.enumerated() where !rs.isEmpty { s.pools.pools[i].insertTrimmed(rs) }
+            for (i, rs) in victims.slab.enumerated() where !rs.isEmpty { s.slabFree.pools[i].insertTrimmed(rs) }
         }
     }
 

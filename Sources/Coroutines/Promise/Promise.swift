@@ -25,7 +25,8 @@ public final class Promise<Value: Sendable>: @unchecked Sendable {
     @usableFromInline @exclusivity(unchecked) var unsafeState = PromiseStateMachine()
     /// The body of the `Coroutine.async` coroutine that settles this promise: set before the
     /// coroutine is queued (the queueing orders it before the coroutine runs), then taken once by
-    /// that coroutine, on its scheduler's thread (``runBody()``), or released if it never runs.
+    /// that coroutine, on its scheduler's thread (``runCoroutineBody()``), or released if it
+    /// never runs.
     @usableFromInline @exclusivity(unchecked) var coroutineBody: (@Sendable () throws -> Value)?
 
     /// Creates a pending promise.
@@ -226,8 +227,9 @@ extension Promise: UnstartedObserver {
     }
 
     /// Runs the `Coroutine.async` body and settles the promise with its outcome.
-    @usableFromInline
-    func runBody() throws {
+    /// - Throws: what the body threw (the coroutine ends with it).
+    @inlinable
+    func runCoroutineBody() throws {
         guard let body = coroutineBody.take() else {
             preconditionFailure("internal inconsistency: a Coroutine.async body ran twice")
         }
