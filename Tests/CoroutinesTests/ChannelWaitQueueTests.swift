@@ -7,7 +7,7 @@ private typealias Kit = CoroutineTestKit
 /// any position, and removal of a record that a waker already popped.
 @Suite("Channel wait queue")
 struct ChannelWaitQueueTests {
-    /// Runs `body` with `count` waiter records (tickets of the current coroutine, epochs 1, 3, …),
+    /// Runs `body` with `count` waiter records (of the current coroutine, epochs 1, 3, …),
     /// which it identifies by their epoch.
     private static func withRecords<R: Sendable>(_ count: Int,
                                                  _ body: @escaping @Sendable (UnsafeMutablePointer<ChannelWaiter>) -> R) async throws -> R {
@@ -18,7 +18,7 @@ struct ChannelWaitQueueTests {
                 let records = UnsafeMutablePointer<ChannelWaiter>.allocate(capacity: count)
                 defer { records.deinitialize(count: count); records.deallocate() }
                 for i in 0..<count {
-                    (records + i).initialize(to: ChannelWaiter(ticket: WaitTicket(coroutine: c, epoch: UInt64(2 * i + 1)),
+                    (records + i).initialize(to: ChannelWaiter(coroutine: Unmanaged.passUnretained(c), epoch: UInt64(2 * i + 1),
                                                                element: UnsafeMutableRawPointer(outcome), outcome: outcome,
                                                                caseIndex: i))
                 }

@@ -59,7 +59,7 @@ struct ChannelStateMachine<Element> {
     mutating func send(_ value: Element) -> SendAction {
         if isClosed { return .closed }
         while let r = receivers.popFirst() {
-            guard r.pointee.ticket.tryClaim() else { continue }
+            guard r.pointee.tryClaim() else { continue }
             r.pointee.element.assumingMemoryBound(to: Element.self).initialize(to: value)
             r.pointee.outcome.pointee.caseIndex = r.pointee.caseIndex
             return .delivered(r.pointee.ticket)
@@ -77,7 +77,7 @@ struct ChannelStateMachine<Element> {
     mutating func receive() -> ReceiveAction {
         if let v = buffer.popFirst() {
             while let s = senders.popFirst() {
-                guard s.pointee.ticket.tryClaim() else { continue }
+                guard s.pointee.tryClaim() else { continue }
                 buffer.append(s.pointee.element.assumingMemoryBound(to: Element.self).pointee)
                 s.pointee.outcome.pointee.caseIndex = s.pointee.caseIndex
                 return .value(v, wake: s.pointee.ticket)
@@ -85,7 +85,7 @@ struct ChannelStateMachine<Element> {
             return .value(v, wake: nil)
         }
         while let s = senders.popFirst() {
-            guard s.pointee.ticket.tryClaim() else { continue }
+            guard s.pointee.tryClaim() else { continue }
             let v = s.pointee.element.assumingMemoryBound(to: Element.self).pointee
             s.pointee.outcome.pointee.caseIndex = s.pointee.caseIndex
             return .value(v, wake: s.pointee.ticket)
@@ -103,7 +103,7 @@ struct ChannelStateMachine<Element> {
         var woken: [WaitTicket] = []
         // Receivers first, then senders, each in FIFO order.
         while let w = receivers.popFirst() ?? senders.popFirst() {
-            guard w.pointee.ticket.tryClaim() else { continue }
+            guard w.pointee.tryClaim() else { continue }
             w.pointee.outcome.pointee.closed = true
             w.pointee.outcome.pointee.caseIndex = w.pointee.caseIndex
             woken.append(w.pointee.ticket)

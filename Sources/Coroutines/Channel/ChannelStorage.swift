@@ -57,7 +57,7 @@ final class ChannelStorage<Element>: ChannelCore, @unchecked Sendable {
         try withUnsafeMutablePointer(to: &value) { element in
             try withUnsafeMutablePointer(to: &outcome) { outcome in
                 let epoch = c.armEpoch()
-                var waiter = ChannelWaiter(ticket: WaitTicket(coroutine: c, epoch: epoch),
+                var waiter = ChannelWaiter(coroutine: Unmanaged.passUnretained(c), epoch: epoch,
                                            element: UnsafeMutableRawPointer(element), outcome: outcome, caseIndex: 0)
                 try withUnsafeMutablePointer(to: &waiter) { waiter in
                     state.senders.append(waiter)
@@ -96,7 +96,7 @@ final class ChannelStorage<Element>: ChannelCore, @unchecked Sendable {
             let slot = slot.baseAddress.unsafelyUnwrapped
             try withUnsafeMutablePointer(to: &outcome) { outcome in
                 let epoch = c.armEpoch()
-                var waiter = ChannelWaiter(ticket: WaitTicket(coroutine: c, epoch: epoch),
+                var waiter = ChannelWaiter(coroutine: Unmanaged.passUnretained(c), epoch: epoch,
                                            element: UnsafeMutableRawPointer(slot), outcome: outcome, caseIndex: 0)
                 try withUnsafeMutablePointer(to: &waiter) { waiter in
                     state.receivers.append(waiter)

@@ -1,3 +1,5 @@
+import Synchronization
+
 /// How a waiter's wait on a channel ended, written by whoever claims the waiter.
 ///
 /// It lives on the waiting coroutine's stack for the duration of the suspension (a coroutine's
@@ -28,9 +30,15 @@ struct WaitOutcome {
 /// wins ``WaitTicket/tryClaim()`` touches them, under the channel's lock, so the hand-off and the
 /// state change are one atomic step (SPEC §6.7). A `select` publishes one record per case, all
 /// with the same ticket, so exactly one case wins.
+///
+/// The record refers to its coroutine without retaining it: it is reachable from a queue only
+/// while that coroutine is suspended in the operation that queued it, and a suspended coroutine
+/// is kept alive by its scheduler's registry. A waker that claims the record takes a strong
+/// ``ticket`` before it releases the channel's lock.
 @usableFromInline
 struct ChannelWaiter {
-    @usableFromInline let ticket: WaitTicket
+    @usableFromInline let coroutine: Unmanaged<Coroutine>
+    @usableFromInline let epoch: UInt64
     @usableFromInline let element: UnsafeMutableRawPointer
     @usableFromInline let outcome: UnsafeMutablePointer<WaitOutcome>
     @usableFromInline let caseIndex: Int
@@ -39,10 +47,12 @@ struct ChannelWaiter {
     @usableFromInline var previous: UnsafeMutablePointer<ChannelWaiter>?
     @usableFromInline var isQueued: Bool
 
+    /// A record for `coroutine`, suspended (or about to suspend) with the armed `epoch`.
     @inlinable
-    init(ticket: WaitTicket, element: UnsafeMutableRawPointer, outcome: UnsafeMutablePointer<WaitOutcome>,
-         caseIndex: Int) {
-        self.ticket = ticket
+    init(coroutine: Unmanaged<Coroutine>, epoch: UInt64, element: UnsafeMutableRawPointer,
+         outcome: UnsafeMutablePointer<WaitOutcome>, caseIndex: Int) {
+        self.coroutine = coroutine
+        self.epoch = epoch
         self.element = element
         self.outcome = outcome
         self.caseIndex = caseIndex
@@ -50,6 +60,17 @@ struct ChannelWaiter {
         previous = nil
         isQueued = false
     }
+
+    /// Claims the waiter's suspension (see ``WaitTicket/tryClaim()``), without reference counting.
+    @inlinable @inline(__always)
+    func tryClaim() -> Bool {
+        coroutine._withUnsafeGuaranteedRef {
+            $0.epoch.compareExchange(expected: epoch, desired: epoch &+ 1, ordering: .sequentiallyConsistent).exchanged
+        }
+    }
+
+    /// A ticket that keeps the coroutine alive, to wake it after the channel's lock is released.
+    @inlinable var ticket: WaitTicket { WaitTicket(coroutine: coroutine.takeUnretainedValue(), epoch: epoch) }
 }
 
 /// A FIFO queue of channel waiters: a doubly linked list of records on the waiters' stacks.

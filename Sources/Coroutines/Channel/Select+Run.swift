@@ -69,7 +69,8 @@ extension Select {
                 try withUnsafeTemporaryAllocation(of: ChannelWaiter.self, capacity: n) { buffer in
                     let records = buffer.baseAddress.unsafelyUnwrapped
                     defer { records.deinitialize(count: n) }
-                    var wait = SelectCase.Wait(ticket: t, outcome: o, records: records, caseIndex: 0)
+                    var wait = SelectCase.Wait(coroutine: Unmanaged.passUnretained(c), epoch: epoch, outcome: o,
+                                               records: records, caseIndex: 0)
                     withUnsafeMutablePointer(to: &wait) { w in
                         for i in 0..<n {
                             w.pointee.caseIndex = i

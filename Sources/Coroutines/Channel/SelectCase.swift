@@ -53,21 +53,23 @@ struct SelectCase {
         @inlinable init() {}
     }
 
-    /// What `enqueue` publishes: the select's ticket, its shared outcome, the index of the case,
+    /// What `enqueue` publishes: the select's coroutine and epoch, its shared outcome, the index of the case,
     /// and the waiter records (one per case, on the selecting coroutine's stack).
     @usableFromInline
     struct Wait {
-        /// The ticket, on the selecting coroutine's stack.
-        @usableFromInline let ticket: UnsafePointer<WaitTicket>
+        /// The selecting coroutine (running, so alive) and its armed epoch: the select's ticket.
+        @usableFromInline let coroutine: Unmanaged<Coroutine>
+        @usableFromInline let epoch: UInt64
         @usableFromInline let outcome: UnsafeMutablePointer<WaitOutcome>
         /// Uninitialised records for every case; `enqueue` initialises the one at `caseIndex`.
         @usableFromInline let records: UnsafeMutablePointer<ChannelWaiter>
         @usableFromInline var caseIndex: Int
 
         @inlinable
-        init(ticket: UnsafePointer<WaitTicket>, outcome: UnsafeMutablePointer<WaitOutcome>,
+        init(coroutine: Unmanaged<Coroutine>, epoch: UInt64, outcome: UnsafeMutablePointer<WaitOutcome>,
              records: UnsafeMutablePointer<ChannelWaiter>, caseIndex: Int) {
-            self.ticket = ticket
+            self.coroutine = coroutine
+            self.epoch = epoch
             self.outcome = outcome
             self.records = records
             self.caseIndex = caseIndex
@@ -78,8 +80,8 @@ struct SelectCase {
         @inlinable @inline(__always)
         func waiter(element: UnsafeMutableRawPointer) -> UnsafeMutablePointer<ChannelWaiter> {
             let record = records + caseIndex
-            record.initialize(to: ChannelWaiter(ticket: ticket.pointee, element: element, outcome: outcome,
-                                                caseIndex: caseIndex))
+            record.initialize(to: ChannelWaiter(coroutine: coroutine, epoch: epoch, element: element,
+                                                outcome: outcome, caseIndex: caseIndex))
             return record
         }
     }
