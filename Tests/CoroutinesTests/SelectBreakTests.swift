@@ -233,4 +233,54 @@ struct SelectBreakTests {
         }
         #expect(received.all.sorted() == sent.all.sorted())
     }
+
+    @Test("selects listing channels of different element types in opposite orders, with duplicates, on several threads: no deadlock, conservation")
+    func lockOrderAcrossElementTypes() async throws {
+        try await CK.withSchedulers(3, "sel-order") { s in
+            // Each select locks the distinct channels of its cases in address order, whatever
+            // the order and types of its cases, and a channel in several cases only once.
+            let ints = Channel<Int>(capacity: 2), strings = Channel<String>(), doubles = Channel<Double>(capacity: 1)
+            let sent = Kit.Log<Int>()
+            let received = Kit.Log<Int>()
+            let n = 1500
+            let workers = (0..<6).map { k in
+                Coroutine.launch(on: s[k % 3]) {
+                    for i in 0..<n {
+                        let v = k * 100_000 + i
+                        let r: Int? = try select { sel in
+                            switch (k + i) % 3 {
+                            case 0:
+                                sel.send(v, to: ints) { -1 }
+                                sel.receive(from: strings) { $0.flatMap { Int($0) } }
+                                sel.receive(from: doubles) { $0.map { Int($0) } }
+                            case 1:
+                                sel.receive(from: doubles) { $0.map { Int($0) } }
+                                sel.send(String(v), to: strings) { -1 }
+                                sel.receive(from: ints) { $0 }
+                                sel.receive(from: doubles) { $0.map { Int($0) } }
+                            default:
+                                sel.receive(from: ints) { $0 }
+                                sel.send(Double(v), to: doubles) { -1 }
+                                sel.receive(from: strings) { $0.flatMap { Int($0) } }
+                                sel.receive(from: ints) { $0 }
+                                sel.send(String(v), to: strings) { -1 }
+                            }
+                            sel.timeout(after: .microseconds(i % 30)) { nil }
+                        }
+                        if let r { if r == -1 { sent.append(v) } else { received.append(r) } }
+                    }
+                }
+            }
+            try await Kit.run {
+                for w in workers { try w.join() }
+                for w in workers { #expect(w.error == nil) }
+                // Drain what is still buffered.
+                while let v = try ints.tryReceive() { received.append(v) }
+                while let v = try doubles.tryReceive() { received.append(Int(v)) }
+                #expect(try strings.tryReceive() == nil)
+            }
+            #expect(sent.all.sorted() == received.all.sorted(), "\(sent.all.count) sent, \(received.all.count) received")
+            #expect(sent.all.count > 0)
+        }
+    }
 }

@@ -16,15 +16,20 @@
 struct SelectCase {
     /// Performs one step of the case on its block. The third argument depends on the step:
     /// a ``Polled`` for `poll`, a ``Wait`` for `enqueue`, the case's ``ChannelWaiter`` record for
-    /// `withdraw`, the uninitialised
-    /// result (`Outcome`) for `finish` and `finishClosed`, unused (nil) for `destroy`. Only the
-    /// `finish` steps throw. The result is meaningful for `poll` only (the case was ready).
+    /// `withdraw`, the uninitialised result (`Outcome`) for `finish` and `finishClosed`, unused
+    /// (nil) for `lock`, `unlock` and `destroy`. Only the `finish` steps throw. The result is
+    /// meaningful for `poll` only (the case was ready).
     @usableFromInline
     typealias Operation = (Step, UnsafeMutablePointer<SelectCase>, UnsafeMutableRawPointer?) throws -> Bool
 
     /// The steps of a case, in the order of Go's `selectgo`.
     @usableFromInline
     enum Step {
+        /// Takes the channel's lock. The select takes the locks of its distinct channels in
+        /// address order (Go's `sellock`); the channel's element type is known only here.
+        case lock
+        /// Releases the channel's lock (Go's `selunlock`: in the reverse order).
+        case unlock
         /// Under the channel's lock: completes the operation now if it can (Go's pass 1), and
         /// records in the ``Polled`` what is left to do after unlocking.
         case poll
@@ -134,7 +139,7 @@ extension UnsafeMutablePointer where Pointee == SelectCase {
         try pointee.operation(step, self, argument)
     }
 
-    /// Runs a step that cannot throw (`poll`, `enqueue`, `withdraw`, `destroy`).
+    /// Runs a step that cannot throw (all but `finish` and `finishClosed`).
     @inlinable @inline(__always)
     func performNonThrowing(_ step: SelectCase.Step, _ argument: UnsafeMutableRawPointer? = nil) -> Bool {
         // Only the `finish` steps run a body, so only they can throw.

@@ -19,6 +19,10 @@ enum SelectSendCase<Element, Outcome> {
         // The case holds the channel alive: borrow it without reference counting.
         let storage = Unmanaged<ChannelStorage<Element>>.fromOpaque(selectCase.pointee.channel)
         switch step {
+        case .lock:
+            storage._withUnsafeGuaranteedRef { $0.lock.lock() }
+        case .unlock:
+            storage._withUnsafeGuaranteedRef { $0.lock.unlock() }
         case .poll:
             let polled = argument.unsafelyUnwrapped.assumingMemoryBound(to: SelectCase.Polled.self)
             return storage._withUnsafeGuaranteedRef { storage in
