@@ -1,3 +1,5 @@
+import CCoroutines
+
 /// A typed conduit between coroutines with Go's semantics: rendezvous, buffered or unbounded,
 /// closable, and usable in ``select(_:)``.
 ///
@@ -26,8 +28,21 @@
 ///
 /// The algorithm is Go's (runtime `chan.go`): one lock per channel, FIFO queues of waiter
 /// records, direct hand-off between a sender and a waiting receiver.
-public final class Channel<Element: Sendable>: Sendable {
-    @usableFromInline let storage: ChannelStorage<Element>
+public final class Channel<Element: Sendable>: @unchecked Sendable {
+    // The channel object is itself the lock-owning storage, so that an operation reaches the lock
+    // and the state with one load from the channel reference (no separate storage object: one
+    // dependent cache miss less on a cold channel). The locked operations live in
+    // `Channel+Storage.swift`.
+    //
+    // Thread-safety: `state` is guarded by `lock` (hence `@unchecked Sendable`). Coroutines are
+    // only ever made ready after the lock is released, and never resumed inside the caller
+    // (SPEC §4.3).
+
+    /// Guards `state`. Taken alone by the channel operations, and with the other channels of a
+    /// `select` in address order (``SelectCase/Step/lock``).
+    @usableFromInline let lock = FutexLock()
+    /// Guarded by `lock`.
+    @usableFromInline @exclusivity(unchecked) var state: ChannelStateMachine<Element>
 
     /// Creates a channel.
     ///
@@ -36,7 +51,8 @@ public final class Channel<Element: Sendable>: Sendable {
     /// - Complexity: O(1).
     @inlinable
     public init(capacity: Capacity = 0) {
-        storage = ChannelStorage(capacity: capacity.value)
+        state = ChannelStateMachine(capacity: capacity.value)
+        self.capacity = capacity.value
     }
 
     /// Creates a channel whose capacity is a run-time number.
@@ -61,7 +77,9 @@ public final class Channel<Element: Sendable>: Sendable {
     /// - Complexity: O(1) amortised, plus O(stale waiters) skipped.
     @inlinable
     public func send(_ value: Element) throws {
-        try storage.send(value)
+        guard let current = ccoro_tls_coroutine() else { throw CoroutineError.notInCoroutine }
+        // The running coroutine is alive while it runs: borrow it without reference counting.
+        try Unmanaged<Coroutine>.fromOpaque(current)._withUnsafeGuaranteedRef { try send(value, from: $0) }
     }
 
     /// Receives the oldest value, suspending the current coroutine while there is none.
@@ -75,7 +93,8 @@ public final class Channel<Element: Sendable>: Sendable {
     /// - Complexity: O(1) amortised.
     @inlinable
     public func receive() throws -> Element {
-        try storage.receive()
+        guard let current = ccoro_tls_coroutine() else { throw CoroutineError.notInCoroutine }
+        return try Unmanaged<Coroutine>.fromOpaque(current)._withUnsafeGuaranteedRef { try receive(from: $0) }
     }
 
     /// Sends `value` only if it can be taken now: by a waiting receiver or into the buffer.
@@ -87,7 +106,10 @@ public final class Channel<Element: Sendable>: Sendable {
     /// - Suspends: no. - Complexity: O(1) amortised.
     @inlinable
     public func trySend(_ value: Element) throws -> Bool {
-        try storage.trySend(value)
+        lock.lock()
+        let action = state.send(value)
+        lock.unlock()
+        return try complete(action)
     }
 
     /// Receives a value only if one is ready now: buffered, or offered by a blocked sender (also
@@ -99,7 +121,10 @@ public final class Channel<Element: Sendable>: Sendable {
     /// - Suspends: no. - Complexity: O(1) amortised.
     @inlinable
     public func tryReceive() throws -> Element? {
-        try storage.tryReceive()
+        lock.lock()
+        let action = state.receive()
+        lock.unlock()
+        return try complete(action)
     }
 
     /// Closes the channel: no more values can be sent; buffered values can still be received.
@@ -111,7 +136,7 @@ public final class Channel<Element: Sendable>: Sendable {
     /// - Complexity: O(waiters).
     @discardableResult
     public func close() -> Bool {
-        storage.close(error: nil)
+        close(error: nil)
     }
 
     /// Closes the channel so that receivers get `error` once the buffer is drained.
@@ -122,17 +147,26 @@ public final class Channel<Element: Sendable>: Sendable {
     ///   first error is kept).
     @discardableResult
     public func close(throwing error: any Error) -> Bool {
-        storage.close(error: error)
+        close(error: error)
     }
 
     /// Whether ``close()`` or ``close(throwing:)`` was called. Any thread; O(1).
-    public var isClosed: Bool { storage.isClosed }
+    public var isClosed: Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        return state.isClosed
+    }
 
     /// The number of buffered values (not counting blocked senders). Any thread; O(1).
-    public var count: Int { storage.count }
+    public var count: Int {
+        lock.lock()
+        defer { lock.unlock() }
+        return state.buffer.count
+    }
 
+    // An immutable copy of `state.capacity`, read without the lock.
     /// How many values the channel buffers: 0 for a rendezvous channel, `Int.max` when unbounded.
-    public var capacity: Int { storage.capacity }
+    public let capacity: Int
 }
 
 extension Channel {

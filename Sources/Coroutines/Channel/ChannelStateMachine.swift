@@ -1,5 +1,6 @@
 /// The state of one channel and its transitions, as a pure struct (SPEC §6; Go runtime
-/// `chan.go`). ``ChannelStorage`` owns the lock around it and wakes coroutines after unlocking.
+/// `chan.go`). The ``Channel`` holds it with the lock that guards it, and wakes coroutines after
+/// unlocking (`Channel+Storage.swift`).
 ///
 /// ## Invariants (checked in debug builds)
 /// - `buffer.count <= capacity`.

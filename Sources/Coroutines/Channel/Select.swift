@@ -117,7 +117,7 @@ public struct Select<Outcome>: ~Copyable {
         let (block, onHeap) = allocateBlock(byteCount: Case.Layout.byteCount, alignment: Case.Layout.alignment)
         block.initializeMemory(as: Case.Body.self, to: body)
         (block + Case.Layout.elementOffset).bindMemory(to: Element.self, capacity: 1)   // the empty slot
-        append(SelectCase(channel: channel.storage, operation: { try Case.operate($0, $1, $2) },
+        append(SelectCase(channel: channel, operation: { try Case.operate($0, $1, $2) },
                           body: block, element: block + Case.Layout.elementOffset,
                           isSend: false, elementIsTrivial: true, blockOnHeap: onHeap))
     }
@@ -140,7 +140,7 @@ public struct Select<Outcome>: ~Copyable {
         let (block, onHeap) = allocateBlock(byteCount: Case.Layout.byteCount, alignment: Case.Layout.alignment)
         block.initializeMemory(as: Case.Body.self, to: body)
         (block + Case.Layout.elementOffset).initializeMemory(as: Element.self, to: value)
-        append(SelectCase(channel: channel.storage, operation: { try Case.operate($0, $1, $2) },
+        append(SelectCase(channel: channel, operation: { try Case.operate($0, $1, $2) },
                           body: block, element: block + Case.Layout.elementOffset,
                           isSend: true, elementIsTrivial: _isPOD(Element.self), blockOnHeap: onHeap))
     }
@@ -222,7 +222,8 @@ public struct Select<Outcome>: ~Copyable {
             let selectCase = cases + i
             if selectCase.pointee.needsDestroy { _ = selectCase.performNonThrowing(.destroy) }
             // Field by field: copying the record would retain and release its operation.
-            Unmanaged<ChannelCore>.fromOpaque(selectCase.pointee.channel).release()
+            // The channel's element type is not known here: release it as a plain object.
+            Unmanaged<AnyObject>.fromOpaque(selectCase.pointee.channel).release()
             if selectCase.pointee.blockOnHeap { selectCase.pointee.body.deallocate() }
             selectCase.deinitialize(count: 1)
         }

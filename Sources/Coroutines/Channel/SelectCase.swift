@@ -91,8 +91,9 @@ struct SelectCase {
         }
     }
 
-    /// The channel's ``ChannelCore``, retained by the case (released by ``Select/destroyCases()``), so that
-    /// the channel outlives the select even if the `build` closure made it.
+    /// The ``Channel`` (of the case's element type), retained by the case (released by
+    /// ``Select/destroyCases()``), so that the channel outlives the select even if the `build`
+    /// closure made it. Its address orders the select's locks.
     @usableFromInline let channel: UnsafeMutableRawPointer
     @usableFromInline let operation: Operation
     /// The case's block: the body closure (initialised), then the element.
@@ -107,7 +108,7 @@ struct SelectCase {
     @usableFromInline let blockOnHeap: Bool
 
     @inlinable @inline(__always)
-    init(channel: ChannelCore, operation: @escaping Operation, body: UnsafeMutableRawPointer,
+    init<Element>(channel: Channel<Element>, operation: @escaping Operation, body: UnsafeMutableRawPointer,
          element: UnsafeMutableRawPointer, isSend: Bool, elementIsTrivial: Bool, blockOnHeap: Bool) {
         self.channel = Unmanaged.passRetained(channel).toOpaque()
         self.operation = operation

@@ -5,7 +5,7 @@
 ///
 /// ``operate(_:_:_:)`` is the case's ``SelectCase/Operation``.
 @usableFromInline
-enum SelectReceiveCase<Element, Outcome> {
+enum SelectReceiveCase<Element: Sendable, Outcome> {
     @usableFromInline typealias Body = (Element?) throws -> Outcome
     @usableFromInline typealias Layout = SelectPayloadLayout<Body, Element>
 
@@ -16,16 +16,16 @@ enum SelectReceiveCase<Element, Outcome> {
         let body = selectCase.pointee.body.assumingMemoryBound(to: Body.self)
         let slot = selectCase.pointee.element.assumingMemoryBound(to: Element.self)
         // The case holds the channel alive: borrow it without reference counting.
-        let storage = Unmanaged<ChannelStorage<Element>>.fromOpaque(selectCase.pointee.channel)
+        let channel = Unmanaged<Channel<Element>>.fromOpaque(selectCase.pointee.channel)
         switch step {
         case .lock:
-            storage._withUnsafeGuaranteedRef { $0.lock.lock() }
+            channel._withUnsafeGuaranteedRef { $0.lock.lock() }
         case .unlock:
-            storage._withUnsafeGuaranteedRef { $0.lock.unlock() }
+            channel._withUnsafeGuaranteedRef { $0.lock.unlock() }
         case .poll:
             let polled = argument.unsafelyUnwrapped.assumingMemoryBound(to: SelectCase.Polled.self)
-            return storage._withUnsafeGuaranteedRef { storage in
-                switch storage.state.receive() {
+            return channel._withUnsafeGuaranteedRef { channel in
+                switch channel.state.receive() {
                 case .value(let v, let sender):
                     slot.initialize(to: v)
                     polled.pointee.peer = sender
@@ -39,12 +39,12 @@ enum SelectReceiveCase<Element, Outcome> {
             }
         case .enqueue:
             let wait = argument.unsafelyUnwrapped.assumingMemoryBound(to: SelectCase.Wait.self)
-            storage._withUnsafeGuaranteedRef { storage in
-                storage.state.receivers.append(wait.pointee.waiter(element: UnsafeMutableRawPointer(slot)))
+            channel._withUnsafeGuaranteedRef { channel in
+                channel.state.receivers.append(wait.pointee.waiter(element: UnsafeMutableRawPointer(slot)))
             }
         case .withdraw:
             let record = argument.unsafelyUnwrapped.assumingMemoryBound(to: ChannelWaiter.self)
-            storage._withUnsafeGuaranteedRef { $0.withdrawReceiver(record) }
+            channel._withUnsafeGuaranteedRef { $0.withdrawReceiver(record) }
         case .finish:
             let result = argument.unsafelyUnwrapped.assumingMemoryBound(to: Outcome.self)
             result.initialize(to: try body.pointee(slot.move()))

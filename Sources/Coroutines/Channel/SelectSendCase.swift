@@ -6,7 +6,7 @@
 ///
 /// ``operate(_:_:_:)`` is the case's ``SelectCase/Operation``.
 @usableFromInline
-enum SelectSendCase<Element, Outcome> {
+enum SelectSendCase<Element: Sendable, Outcome> {
     @usableFromInline typealias Body = () throws -> Outcome
     @usableFromInline typealias Layout = SelectPayloadLayout<Body, Element>
 
@@ -17,16 +17,16 @@ enum SelectSendCase<Element, Outcome> {
         let body = selectCase.pointee.body.assumingMemoryBound(to: Body.self)
         let value = selectCase.pointee.element.assumingMemoryBound(to: Element.self)
         // The case holds the channel alive: borrow it without reference counting.
-        let storage = Unmanaged<ChannelStorage<Element>>.fromOpaque(selectCase.pointee.channel)
+        let channel = Unmanaged<Channel<Element>>.fromOpaque(selectCase.pointee.channel)
         switch step {
         case .lock:
-            storage._withUnsafeGuaranteedRef { $0.lock.lock() }
+            channel._withUnsafeGuaranteedRef { $0.lock.lock() }
         case .unlock:
-            storage._withUnsafeGuaranteedRef { $0.lock.unlock() }
+            channel._withUnsafeGuaranteedRef { $0.lock.unlock() }
         case .poll:
             let polled = argument.unsafelyUnwrapped.assumingMemoryBound(to: SelectCase.Polled.self)
-            return storage._withUnsafeGuaranteedRef { storage in
-                switch storage.state.send(value.pointee) {
+            return channel._withUnsafeGuaranteedRef { channel in
+                switch channel.state.send(value.pointee) {
                 case .delivered(let receiver):
                     polled.pointee.peer = receiver
                     return true
@@ -41,12 +41,12 @@ enum SelectSendCase<Element, Outcome> {
             }
         case .enqueue:
             let wait = argument.unsafelyUnwrapped.assumingMemoryBound(to: SelectCase.Wait.self)
-            storage._withUnsafeGuaranteedRef { storage in
-                storage.state.senders.append(wait.pointee.waiter(element: UnsafeMutableRawPointer(value)))
+            channel._withUnsafeGuaranteedRef { channel in
+                channel.state.senders.append(wait.pointee.waiter(element: UnsafeMutableRawPointer(value)))
             }
         case .withdraw:
             let record = argument.unsafelyUnwrapped.assumingMemoryBound(to: ChannelWaiter.self)
-            storage._withUnsafeGuaranteedRef { $0.withdrawSender(record) }
+            channel._withUnsafeGuaranteedRef { $0.withdrawSender(record) }
         case .finish:
             let result = argument.unsafelyUnwrapped.assumingMemoryBound(to: Outcome.self)
             result.initialize(to: try body.pointee())

@@ -1,42 +1,15 @@
 import CCoroutines
 
-/// The lock of a channel, separate from its element type so that `select` can lock channels of
-/// different element types in address order (Go runtime `select.go`, `sellock`).
-@usableFromInline
-class ChannelCore: @unchecked Sendable {
-    @usableFromInline let lock = FutexLock()
-
-    @inlinable init() {}
-}
-
-/// Owns a channel's lock and state machine, performs its actions, and wakes coroutines after
-/// releasing the lock (Go runtime `chan.go`: `chansend`, `chanrecv`, `closechan`).
+/// The locked operations of a channel (Go runtime `chan.go`: `chansend`, `chanrecv`,
+/// `closechan`): each decides under `lock` with the ``ChannelStateMachine`` in `state`, and wakes
+/// coroutines after releasing the lock. The public members in `Channel.swift` call these.
 ///
 /// - Thread-safety: `state` is guarded by `lock`. Coroutines are only ever made ready after the
 ///   lock is released, and never resumed inside the caller (SPEC §4.3).
-@usableFromInline
-final class ChannelStorage<Element>: ChannelCore, @unchecked Sendable {
-    /// Guarded by `lock`.
-    @usableFromInline @exclusivity(unchecked) var state: ChannelStateMachine<Element>
-    /// Immutable copy of `state.capacity`, readable without the lock.
-    @usableFromInline let capacity: Int
-
-    @inlinable
-    init(capacity: Int) {
-        state = ChannelStateMachine(capacity: capacity)
-        self.capacity = capacity
-    }
-
+extension Channel {
     // MARK: Suspending operations
 
-    /// Sends `value`, suspending the current coroutine while there is no room.
-    @inlinable
-    func send(_ value: Element) throws {
-        guard let current = ccoro_tls_coroutine() else { throw CoroutineError.notInCoroutine }
-        // The running coroutine is alive while it runs: borrow it without reference counting.
-        try Unmanaged<Coroutine>.fromOpaque(current)._withUnsafeGuaranteedRef { try send(value, from: $0) }
-    }
-
+    /// Sends `value` from the running coroutine `c`, suspending it while there is no room.
     @inlinable
     func send(_ value: Element, from c: Coroutine) throws {
         try c.checkInterrupts()
@@ -69,13 +42,7 @@ final class ChannelStorage<Element>: ChannelCore, @unchecked Sendable {
         if outcome.closed { throw ChannelError.closed }
     }
 
-    /// Receives the oldest value, suspending the current coroutine while there is none.
-    @inlinable
-    func receive() throws -> Element {
-        guard let current = ccoro_tls_coroutine() else { throw CoroutineError.notInCoroutine }
-        return try Unmanaged<Coroutine>.fromOpaque(current)._withUnsafeGuaranteedRef { try receive(from: $0) }
-    }
-
+    /// Receives the oldest value for the running coroutine `c`, suspending it while there is none.
     @inlinable
     func receive(from c: Coroutine) throws -> Element {
         try c.checkInterrupts()
@@ -110,24 +77,6 @@ final class ChannelStorage<Element>: ChannelCore, @unchecked Sendable {
             precondition(outcome.caseIndex == 0, "internal inconsistency: a channel receiver was woken without a value")
             return slot.move()
         }
-    }
-
-    // MARK: Non-suspending operations (any thread)
-
-    @inlinable
-    func trySend(_ value: Element) throws -> Bool {
-        lock.lock()
-        let action = state.send(value)
-        lock.unlock()
-        return try complete(action)
-    }
-
-    @inlinable
-    func tryReceive() throws -> Element? {
-        lock.lock()
-        let action = state.receive()
-        lock.unlock()
-        return try complete(action)
     }
 
     // MARK: Completing a decided operation (after the lock is released)
@@ -166,6 +115,8 @@ final class ChannelStorage<Element>: ChannelCore, @unchecked Sendable {
         }
     }
 
+    /// Closes the channel (receivers get `error`, or ``ChannelError/closed``, once drained) and
+    /// wakes every waiter. Returns false if it was already closed.
     @usableFromInline
     func close(error: (any Error)?) -> Bool {
         lock.lock()
@@ -176,20 +127,7 @@ final class ChannelStorage<Element>: ChannelCore, @unchecked Sendable {
         return true
     }
 
-    @usableFromInline
-    var isClosed: Bool {
-        lock.lock()
-        defer { lock.unlock() }
-        return state.isClosed
-    }
-
-    @usableFromInline
-    var count: Int {
-        lock.lock()
-        defer { lock.unlock() }
-        return state.buffer.count
-    }
-
+    /// What a receive on this closed, drained channel throws.
     @usableFromInline
     var closedReceiveError: any Error {
         lock.lock()
