@@ -1,3 +1,4 @@
+import Synchronization
 import Testing
 @testable import Coroutines
 
@@ -22,6 +23,26 @@ private struct BuildFailed: Error {}
 /// beyond that (SPEC §6.6 semantics must not depend on which).
 @Suite("Select case storage")
 struct SelectStorageTests {
+    @Test("a channel's lock address, through which select locks it, lies inside the channel object at one offset for every element type")
+    func lockAddressInsideChannel() throws {
+        func offset<E: Sendable>(_ channel: Channel<E>) -> Int {
+            let object = UnsafeRawPointer(Unmanaged.passUnretained(channel).toOpaque())
+            let lock = UnsafeRawPointer(channel.lockAddress)
+            #expect(lock == UnsafeRawPointer(channel.lockAddress), "the address is not stable")
+            return lock - object
+        }
+        let offsets = [offset(Channel<Int>()), offset(Channel<String>(capacity: 3)),
+                       offset(Channel<[Double]>(capacity: .unbounded)), offset(Channel<UInt8>())]
+        #expect(Set(offsets).count == 1, "offsets \(offsets)")
+        #expect(offsets[0] >= 2 * MemoryLayout<Int>.size && offsets[0] < 64, "offsets \(offsets)")
+        // Taking the lock through its address is seen by the channel's own operations.
+        let ch = Channel<Int>(capacity: 1)
+        ch.lockAddress.pointee.lock()
+        #expect(ch.lock.word.load(ordering: .relaxed) != 0, "the channel's lock is not held")
+        ch.lockAddress.pointee.unlock()
+        #expect(try ch.trySend(1))
+    }
+
     @Test("a select with more cases than fit on the stack runs the ready one")
     func manyCasesReady() async throws {
         let r = try await Kit.run { () -> String in

@@ -135,6 +135,17 @@ extension Channel {
         return state.receiveError
     }
 
+    // MARK: Select
+
+    /// The address of `lock`, for a `select` that must lock channels of different element types
+    /// in address order (``SelectCase/lock``). Valid while the channel is alive: the lock is a
+    /// non-copyable stored property built on `Atomic`, which is always kept in place in the
+    /// object (as the futex calls on its word already require).
+    @inlinable
+    var lockAddress: UnsafePointer<FutexLock> {
+        withUnsafePointer(to: lock) { $0 }
+    }
+
     // MARK: Withdrawal (cancellation, timeouts, losing select cases)
 
     /// Unlinks a sender's record if no waker popped it (it may have been popped and skipped).

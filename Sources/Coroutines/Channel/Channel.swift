@@ -39,7 +39,7 @@ public final class Channel<Element: Sendable>: @unchecked Sendable {
     // (SPEC §4.3).
 
     /// Guards `state`. Taken alone by the channel operations, and with the other channels of a
-    /// `select` in address order (``SelectCase/Step/lock``).
+    /// `select` in address order (through ``lockAddress``).
     @usableFromInline let lock = FutexLock()
     /// Guarded by `lock`.
     @usableFromInline @exclusivity(unchecked) var state: ChannelStateMachine<Element>

@@ -7,8 +7,8 @@ extension Select {
     mutating func run(in c: Coroutine) throws -> Outcome {
         try c.checkInterrupts()
         let n = count
-        // The lock order (up to n cases, one per distinct channel) and the poll order (n cases and
-        // the timeout): in the stack buffer while the case records are, else on the heap.
+        // The lock order (up to n distinct channel locks) and the poll order (n cases and the
+        // timeout): in the stack buffer while the case records are, else on the heap.
         if casesOnHeap {
             let scratch = UnsafeMutableRawPointer.allocate(byteCount: (2 * n + 1) * MemoryLayout<Int>.stride,
                                                            alignment: MemoryLayout<Int>.alignment)
@@ -27,11 +27,12 @@ extension Select {
         let timeoutBody = self.timeoutBody
         let timeoutDeadline = self.timeoutDeadline
         let timeoutReady = timeoutBody != nil && timeoutDeadline <= ccoro_now_ns()
-        let locks = UnsafeMutableBufferPointer(start: scratch.bindMemory(to: Int.self, capacity: n), count: n)
+        let locks = UnsafeMutableBufferPointer(start: scratch.bindMemory(to: UnsafePointer<FutexLock>.self, capacity: n),
+                                               count: n)
         let order = UnsafeMutableBufferPointer(start: (scratch + n * MemoryLayout<Int>.stride).bindMemory(to: Int.self, capacity: n + 1),
                                                count: n + 1)
         let lockCount = selectLockOrder(cases, n, locks)
-        selectLock(cases, locks, lockCount)
+        for k in 0..<lockCount { locks[k].pointee.lock() }
 
         // Pass 1: poll in a random order, so that a ready case is chosen uniformly.
         var polled = SelectCase.Polled()
@@ -45,14 +46,14 @@ extension Select {
             return -1
         }
         if ready >= 0 {
-            selectUnlock(cases, locks, lockCount)
+            selectUnlock(locks, lockCount)
             if ready == n { return try timeoutBody.unsafelyUnwrapped.pointee() }
             if polled.closed { return try selectFinish(cases + ready, closed: true) }
             polled.peer.take()?.wakeClaimed()
             return try selectFinish(cases + ready, closed: false)
         }
         if let otherwiseBody {
-            selectUnlock(cases, locks, lockCount)
+            selectUnlock(locks, lockCount)
             return try otherwiseBody.pointee()
         }
 
@@ -76,7 +77,7 @@ extension Select {
                             _ = (cases + i).performNonThrowing(.enqueue, UnsafeMutableRawPointer(w))
                         }
                     }
-                    selectUnlock(cases, locks, lockCount)
+                    selectUnlock(locks, lockCount)
                     let timer = timeoutBody == nil ? nil
                         : c.scheduler.scheduleSelectTimeout(deadline: timeoutDeadline, t.pointee, o, index: n)
                     defer { if let timer { c.scheduler.cancelSelectTimeout(timer) } }
@@ -112,50 +113,44 @@ func selectFinish<Outcome>(_ chosen: UnsafeMutablePointer<SelectCase>, closed: B
     }
 }
 
-/// Writes into `locks` the index of one case per distinct channel of the `n` cases, in the
-/// address order of the channels (Go's `sellock`), so that two selects over the same channels
-/// never deadlock; a channel used by several cases is locked once. Returns their number.
+/// Writes the distinct channel locks of the `n` cases into `locks` in address order (Go's
+/// `sellock`), so that two selects over the same channels never deadlock; a channel used by
+/// several cases is locked once. Returns their number.
 @inlinable @inline(__always)
 func selectLockOrder(_ cases: UnsafeMutablePointer<SelectCase>, _ n: Int,
-                     _ locks: UnsafeMutableBufferPointer<Int>) -> Int {
+                     _ locks: UnsafeMutableBufferPointer<UnsafePointer<FutexLock>>) -> Int {
     if n <= 2 {
         // The usual select: no loop.
         if n == 0 { return 0 }
-        locks[0] = 0
-        if n == 1 { return 1 }
-        let a = cases[0].channel
-        let b = cases[1].channel
-        if a == b { return 1 }
-        if b < a { locks[0] = 1; locks[1] = 0 } else { locks[1] = 1 }
+        let a = cases[0].lock
+        if n == 1 { locks[0] = a; return 1 }
+        let b = cases[1].lock
+        if a == b { locks[0] = a; return 1 }
+        locks[0] = Swift.min(a, b)
+        locks[1] = Swift.max(a, b)
         return 2
     }
     var count = 0
     for i in 0..<n {
-        let p = cases[i].channel
+        let p = cases[i].lock
         // Insertion sort: selects have a handful of cases.
         var j = count
-        while j > 0 && cases[locks[j - 1]].channel > p { j -= 1 }
-        if j > 0 && cases[locks[j - 1]].channel == p { continue }   // the same channel twice
+        while j > 0 && locks[j - 1] > p { j -= 1 }
+        if j > 0 && locks[j - 1] == p { continue }          // the same channel twice
         var k = count
         while k > j { locks[k] = locks[k - 1]; k -= 1 }
-        locks[j] = i
+        locks[j] = p
         count += 1
     }
     return count
 }
 
-/// Takes the channel locks of the cases at `locks[0..<count]`, in that order.
-@inlinable @inline(__always)
-func selectLock(_ cases: UnsafeMutablePointer<SelectCase>, _ locks: UnsafeMutableBufferPointer<Int>, _ count: Int) {
-    for k in 0..<count { _ = (cases + locks[k]).performNonThrowing(.lock) }
-}
-
-/// Releases the channel locks of the cases at `locks[0..<count]`, in the reverse order.
+/// Releases the first `count` locks of `locks`, in the reverse order.
 @inlinable
-func selectUnlock(_ cases: UnsafeMutablePointer<SelectCase>, _ locks: UnsafeMutableBufferPointer<Int>, _ count: Int) {
+func selectUnlock(_ locks: UnsafeMutableBufferPointer<UnsafePointer<FutexLock>>, _ count: Int) {
     var k = count
     while k > 0 {
         k -= 1
-        _ = (cases + locks[k]).performNonThrowing(.unlock)
+        locks[k].pointee.unlock()
     }
 }

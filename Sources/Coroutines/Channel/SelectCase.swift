@@ -17,7 +17,7 @@ struct SelectCase {
     /// Performs one step of the case on its block. The third argument depends on the step:
     /// a ``Polled`` for `poll`, a ``Wait`` for `enqueue`, the case's ``ChannelWaiter`` record for
     /// `withdraw`, the uninitialised result (`Outcome`) for `finish` and `finishClosed`, unused
-    /// (nil) for `lock`, `unlock` and `destroy`. Only the `finish` steps throw. The result is
+    /// (nil) for `destroy`. Only the `finish` steps throw. The result is
     /// meaningful for `poll` only (the case was ready).
     @usableFromInline
     typealias Operation = (Step, UnsafeMutablePointer<SelectCase>, UnsafeMutableRawPointer?) throws -> Bool
@@ -25,11 +25,6 @@ struct SelectCase {
     /// The steps of a case, in the order of Go's `selectgo`.
     @usableFromInline
     enum Step {
-        /// Takes the channel's lock. The select takes the locks of its distinct channels in
-        /// address order (Go's `sellock`); the channel's element type is known only here.
-        case lock
-        /// Releases the channel's lock (Go's `selunlock`: in the reverse order).
-        case unlock
         /// Under the channel's lock: completes the operation now if it can (Go's pass 1), and
         /// records in the ``Polled`` what is left to do after unlocking.
         case poll
@@ -93,8 +88,12 @@ struct SelectCase {
 
     /// The ``Channel`` (of the case's element type), retained by the case (released by
     /// ``Select/destroyCases()``), so that the channel outlives the select even if the `build`
-    /// closure made it. Its address orders the select's locks.
+    /// closure made it.
     @usableFromInline let channel: UnsafeMutableRawPointer
+    /// The channel's `lock` (a ``FutexLock`` inside the channel object, so at a fixed address
+    /// while the case retains the channel). `select` takes the locks through these addresses,
+    /// in their order (Go's `sellock`), without knowing the channels' element types.
+    @usableFromInline let lock: UnsafePointer<FutexLock>
     @usableFromInline let operation: Operation
     /// The case's block: the body closure (initialised), then the element.
     @usableFromInline let body: UnsafeMutableRawPointer
@@ -111,6 +110,7 @@ struct SelectCase {
     init<Element>(channel: Channel<Element>, operation: @escaping Operation, body: UnsafeMutableRawPointer,
          element: UnsafeMutableRawPointer, isSend: Bool, elementIsTrivial: Bool, blockOnHeap: Bool) {
         self.channel = Unmanaged.passRetained(channel).toOpaque()
+        self.lock = channel.lockAddress
         self.operation = operation
         self.body = body
         self.element = element
@@ -140,7 +140,7 @@ extension UnsafeMutablePointer where Pointee == SelectCase {
         try pointee.operation(step, self, argument)
     }
 
-    /// Runs a step that cannot throw (all but `finish` and `finishClosed`).
+    /// Runs a step that cannot throw (`poll`, `enqueue`, `withdraw`, `destroy`).
     @inlinable @inline(__always)
     func performNonThrowing(_ step: SelectCase.Step, _ argument: UnsafeMutableRawPointer? = nil) -> Bool {
         // Only the `finish` steps run a body, so only they can throw.

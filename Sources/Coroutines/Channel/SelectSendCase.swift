@@ -19,10 +19,6 @@ enum SelectSendCase<Element: Sendable, Outcome> {
         // The case holds the channel alive: borrow it without reference counting.
         let channel = Unmanaged<Channel<Element>>.fromOpaque(selectCase.pointee.channel)
         switch step {
-        case .lock:
-            channel._withUnsafeGuaranteedRef { $0.lock.lock() }
-        case .unlock:
-            channel._withUnsafeGuaranteedRef { $0.lock.unlock() }
         case .poll:
             let polled = argument.unsafelyUnwrapped.assumingMemoryBound(to: SelectCase.Polled.self)
             return channel._withUnsafeGuaranteedRef { channel in
