@@ -164,8 +164,8 @@ public final class Channel<Element: Sendable>: @unchecked Sendable {
         return state.buffer.count
     }
 
-    // An immutable copy of `state.capacity`, read without the lock.
     /// How many values the channel buffers: 0 for a rendezvous channel, `Int.max` when unbounded.
+    /// Any thread; O(1) (an immutable copy of the state's capacity, read without the lock).
     public let capacity: Int
 }
 
