@@ -29,17 +29,29 @@ extension Channel {
         var outcome = WaitOutcome()
         try withUnsafeMutablePointer(to: &value) { element in
             try withUnsafeMutablePointer(to: &outcome) { outcome in
-                let epoch = c.armEpoch()
-                var waiter = ChannelWaiter(coroutine: Unmanaged.passUnretained(c), epoch: epoch,
-                                           element: UnsafeMutableRawPointer(element), outcome: outcome, caseIndex: 0)
-                try withUnsafeMutablePointer(to: &waiter) { waiter in
-                    state.senders.append(waiter)
-                    lock.unlock()
-                    try c.suspend(armedEpoch: epoch, .channel) { [unowned(unsafe) self] _ in self.withdrawSender(waiter) }
-                }
+                try suspendWaiting(c, asSender: true, element: UnsafeMutableRawPointer(element), outcome: outcome)
             }
         }
         if outcome.closed { throw ChannelError.closed }
+    }
+
+    /// Publishes a waiter record for `c` (in this frame, on its stack) at the end of the senders'
+    /// or the receivers' queue, releases the lock and suspends until a waker pops the record
+    /// (normal return) or the wait is interrupted (the record is withdrawn, then this throws).
+    /// Called with the lock held; returns without it.
+    @inlinable @inline(__always)
+    func suspendWaiting(_ c: Coroutine, asSender: Bool, element: UnsafeMutableRawPointer,
+                        outcome: UnsafeMutablePointer<WaitOutcome>) throws {
+        let epoch = c.armEpoch()
+        var waiter = ChannelWaiter(coroutine: Unmanaged.passUnretained(c), epoch: epoch,
+                                   element: element, outcome: outcome, caseIndex: 0)
+        try withUnsafeMutablePointer(to: &waiter) { waiter in
+            if asSender { state.senders.append(waiter) } else { state.receivers.append(waiter) }
+            lock.unlock()
+            try c.suspend(armedEpoch: epoch, .channel) { [unowned(unsafe) self] _ in
+                if asSender { self.withdrawSender(waiter) } else { self.withdrawReceiver(waiter) }
+            }
+        }
     }
 
     /// Receives the oldest value for the running coroutine `c`, suspending it while there is none.
@@ -62,14 +74,7 @@ extension Channel {
         return try withUnsafeTemporaryAllocation(of: Element.self, capacity: 1) { slot in
             let slot = slot.baseAddress.unsafelyUnwrapped
             try withUnsafeMutablePointer(to: &outcome) { outcome in
-                let epoch = c.armEpoch()
-                var waiter = ChannelWaiter(coroutine: Unmanaged.passUnretained(c), epoch: epoch,
-                                           element: UnsafeMutableRawPointer(slot), outcome: outcome, caseIndex: 0)
-                try withUnsafeMutablePointer(to: &waiter) { waiter in
-                    state.receivers.append(waiter)
-                    lock.unlock()
-                    try c.suspend(armedEpoch: epoch, .channel) { [unowned(unsafe) self] _ in self.withdrawReceiver(waiter) }
-                }
+                try suspendWaiting(c, asSender: false, element: UnsafeMutableRawPointer(slot), outcome: outcome)
             }
             // A completed wake: the claimer either initialised the slot or marked the outcome
             // closed (SPEC §4.4: the operation completed, so it returns normally).
