@@ -166,7 +166,7 @@ extension Coroutine {
     @usableFromInline
     func wait(_ kind: WaitKind, register: (WaitTicket) throws -> Bool, unregister: (WaitTicket) -> Void) throws {
         try checkInterrupts()
-        let armed = epoch.add(1, ordering: .sequentiallyConsistent).newValue
+        let armed = armEpoch()
         let ticket = WaitTicket(coroutine: self, epoch: armed)
         let done: Bool
         do {
@@ -182,37 +182,26 @@ extension Coroutine {
             suspendForWake(kind)
             return
         }
-        try suspend(armed: ticket, kind, unregister: unregister)
+        try suspend(armedEpoch: armed, kind, unregister: unregister)
     }
 
-    /// Arms a suspension: the epoch becomes odd and the returned ticket may be published.
+    /// Arms a suspension: the epoch becomes odd, and the caller may publish a waiter for it.
     ///
-    /// The split form of ``wait(_:register:unregister:)`` for callers that publish the ticket
+    /// The split form of ``wait(_:register:unregister:)`` for callers that publish the waiter
     /// inside their own critical section (channels, `select`): call ``checkInterrupts()`` first,
-    /// then `arm()`, publish, and call ``suspend(armed:_:unregister:)`` after releasing the lock.
-    /// Must be called by the coroutine itself, on its scheduler's thread.
-    @inlinable @inline(__always)
-    func arm() -> WaitTicket {
-        WaitTicket(coroutine: self, epoch: armEpoch())
-    }
-
-    /// ``arm()`` returning only the armed epoch (the caller builds the one ticket it publishes).
+    /// then `armEpoch()`, publish, and call ``suspend(armedEpoch:_:unregister:)`` after releasing
+    /// the lock. Must be called by the coroutine itself, on its scheduler's thread.
     @inlinable @inline(__always)
     func armEpoch() -> UInt64 {
         epoch.add(1, ordering: .sequentiallyConsistent).newValue
     }
 
-    /// Suspends after `ticket` (from ``arm()``) was published, until a holder resumes it.
+    /// Suspends after a waiter for the epoch `armed` (from ``armEpoch()``) was published, until
+    /// a holder resumes it.
     ///
     /// Re-checks interrupts first, so a cancellation racing with the publication is never lost.
     /// Returns normally on a `.completed` wake (even if cancelled meanwhile, SPEC §4.4); otherwise
     /// calls `unregister` and throws `CancellationError` or `CoroutineError.timedOut`.
-    @usableFromInline
-    func suspend(armed ticket: WaitTicket, _ kind: WaitKind, unregister: (WaitTicket) -> Void) throws {
-        try suspend(armedEpoch: ticket.epoch, kind, unregister: unregister)
-    }
-
-    /// ``suspend(armed:_:unregister:)`` for an epoch from ``armEpoch()``.
     @usableFromInline
     func suspend(armedEpoch armed: UInt64, _ kind: WaitKind, unregister: (WaitTicket) -> Void) throws {
         if hasPendingInterrupt {

@@ -34,34 +34,6 @@ struct RingBuffer<Element> {
         return e
     }
 
-    /// Removes the first element matching `predicate`, keeping the order of the others.
-    /// - Complexity: O(n).
-    @inlinable mutating func remove(where predicate: (Element) -> Bool) -> Bool {
-        var i = 0
-        while i < count {
-            var j = head + i
-            if j >= storage.count { j -= storage.count }
-            if let e = storage[j], predicate(e) { break }
-            i += 1
-        }
-        guard i < count else { return false }
-        // Shift the later elements one slot towards the head.
-        var k = i
-        while k < count - 1 {
-            var from = head + k + 1
-            if from >= storage.count { from -= storage.count }
-            var to = head + k
-            if to >= storage.count { to -= storage.count }
-            storage[to] = storage[from].take()
-            k += 1
-        }
-        var last = head + count - 1
-        if last >= storage.count { last -= storage.count }
-        storage[last] = nil
-        count -= 1
-        return true
-    }
-
     @usableFromInline mutating func grow() {
         var new: [Element?] = Array(repeating: nil, count: Swift.max(storage.count * 2, 4))
         for i in 0..<count {

@@ -119,7 +119,7 @@ public struct Select<Outcome>: ~Copyable {
         (block + Case.Layout.elementOffset).bindMemory(to: Element.self, capacity: 1)   // the empty slot
         append(SelectCase(channel: channel, operation: { try Case.operate($0, $1, $2) },
                           body: block, element: block + Case.Layout.elementOffset,
-                          isSend: false, elementIsTrivial: true, blockOnHeap: onHeap))
+                          elementIsTrivial: true, blockOnHeap: onHeap))
     }
 
     /// Adds a case that sends `value` to `channel`.
@@ -142,7 +142,7 @@ public struct Select<Outcome>: ~Copyable {
         (block + Case.Layout.elementOffset).initializeMemory(as: Element.self, to: value)
         append(SelectCase(channel: channel, operation: { try Case.operate($0, $1, $2) },
                           body: block, element: block + Case.Layout.elementOffset,
-                          isSend: true, elementIsTrivial: _isPOD(Element.self), blockOnHeap: onHeap))
+                          elementIsTrivial: _isPOD(Element.self), blockOnHeap: onHeap))
     }
 
     /// Adds a case that is chosen if nothing else is ready after `duration`.

@@ -100,7 +100,6 @@ struct SelectCase {
     /// The element in the block: a receive case's slot (uninitialised except between the
     /// channel's hand-off and `finish`) or a send case's value (initialised until `destroy`).
     @usableFromInline let element: UnsafeMutableRawPointer
-    @usableFromInline let isSend: Bool
     /// `destroy` has no element to destroy: a receive case, or a send case of a trivial type.
     @usableFromInline let elementIsTrivial: Bool
     /// The block did not fit the select's stack buffer and was allocated on the heap.
@@ -108,13 +107,12 @@ struct SelectCase {
 
     @inlinable @inline(__always)
     init<Element>(channel: Channel<Element>, operation: @escaping Operation, body: UnsafeMutableRawPointer,
-         element: UnsafeMutableRawPointer, isSend: Bool, elementIsTrivial: Bool, blockOnHeap: Bool) {
+         element: UnsafeMutableRawPointer, elementIsTrivial: Bool, blockOnHeap: Bool) {
         self.channel = Unmanaged.passRetained(channel).toOpaque()
         self.lock = channel.lockAddress
         self.operation = operation
         self.body = body
         self.element = element
-        self.isSend = isSend
         self.elementIsTrivial = elementIsTrivial
         self.blockOnHeap = blockOnHeap
     }
