@@ -17,22 +17,23 @@ extension Coroutine {
     ///   `CancellationError` if the coroutine is cancelled.
     /// - Suspends: yes; resumes on the coroutine's own scheduler.
     public static func await<Value: Sendable>(_ operation: @escaping @Sendable () async throws -> Value) throws -> Value {
-        let c = try requireCurrent()
-        let box = ResultSlot<Value>()
-        var task: Task<Void, Never>?
-        try c.wait(.task, register: { ticket in
-            task = Task {
-                let r: Result<Value, any Error>
-                do { r = .success(try await operation()) } catch { r = .failure(error) }
-                box.set(r)
-                ticket.resume()
+        try withCurrent { c in
+            let box = ResultSlot<Value>()
+            var task: Task<Void, Never>?
+            try c.wait(.task, register: { ticket in
+                task = Task {
+                    let r: Result<Value, any Error>
+                    do { r = .success(try await operation()) } catch { r = .failure(error) }
+                    box.set(r)
+                    ticket.resume()
+                }
+                return false
+            }, unregister: { _ in task?.cancel() })
+            guard let r = box.get() else {
+                preconditionFailure("internal inconsistency: Coroutine.await resumed without a result")
             }
-            return false
-        }, unregister: { _ in task?.cancel() })
-        guard let r = box.get() else {
-            preconditionFailure("internal inconsistency: Coroutine.await resumed without a result")
+            return try r.get()
         }
-        return try r.get()
     }
 
     /// Waits, from async code, until this coroutine has finished.

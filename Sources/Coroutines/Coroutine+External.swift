@@ -34,18 +34,19 @@ extension Coroutine {
         _ start: (_ complete: @escaping @Sendable (Result<Value, any Error>) -> Void) throws -> Void,
         onInterrupt: () -> Void = {}
     ) throws -> Value {
-        let c = try requireCurrent()
-        let slot = OnceSlot<Value>()
-        try c.wait(kind == .offload ? .offload : .callback, register: { ticket in
-            try start { result in
-                if slot.set(result) { ticket.resume() }
+        try withCurrent { c in
+            let slot = OnceSlot<Value>()
+            try c.wait(kind == .offload ? .offload : .callback, register: { ticket in
+                try start { result in
+                    if slot.set(result) { ticket.resume() }
+                }
+                return false
+            }, unregister: { _ in onInterrupt() })
+            guard let r = slot.get() else {
+                preconditionFailure("internal inconsistency: Coroutine.suspend resumed without a result")
             }
-            return false
-        }, unregister: { _ in onInterrupt() })
-        guard let r = slot.get() else {
-            preconditionFailure("internal inconsistency: Coroutine.suspend resumed without a result")
+            return try r.get()
         }
-        return try r.get()
     }
 }
 

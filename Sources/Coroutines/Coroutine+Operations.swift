@@ -62,34 +62,35 @@ extension Coroutine {
     /// - Suspends: as the body does; resumes on the coroutine's own scheduler.
     /// - Complexity: O(log n) in armed timers, plus the body.
     public static func withTimeout<Value>(_ duration: Duration, _ body: () throws -> Value) throws -> Value {
-        let c = try requireCurrent()
-        let scope = TimeoutScope()
-        let deadline = deadlineNanoseconds(after: duration)
-        if deadline <= ccoro_now_ns() {
-            scope.expired = true          // no time at all: the first suspending call times out
-        } else {
-            scope.timer = c.scheduler.timers.schedule(deadline: deadline) { [unowned c] in
-                scope.expired = true
-                scope.timer = nil
-                c.interruptWait(.timedOut)
+        try withCurrent { c in
+            let scope = TimeoutScope()
+            let deadline = deadlineNanoseconds(after: duration)
+            if deadline <= ccoro_now_ns() {
+                scope.expired = true          // no time at all: the first suspending call times out
+            } else {
+                scope.timer = c.scheduler.timers.schedule(deadline: deadline) { [unowned c] in
+                    scope.expired = true
+                    scope.timer = nil
+                    c.interruptWait(.timedOut)
+                }
             }
+            c.timeoutScopes.append(scope)
+            defer {
+                if let i = c.timeoutScopes.lastIndex(where: { $0 === scope }) { c.timeoutScopes.remove(at: i) }
+                if let t = scope.timer { c.scheduler.timers.remove(t) }
+            }
+            let value: Value
+            do {
+                value = try body()
+            } catch {
+                if scope.expired { throw CoroutineError.timedOut }
+                throw error
+            }
+            // The body swallowed the timeout of an operation (e.g. a `for x in channel` loop, which
+            // ends on it): the time limit was still exceeded.
+            if scope.delivered { throw CoroutineError.timedOut }
+            return value
         }
-        c.timeoutScopes.append(scope)
-        defer {
-            if let i = c.timeoutScopes.lastIndex(where: { $0 === scope }) { c.timeoutScopes.remove(at: i) }
-            if let t = scope.timer { c.scheduler.timers.remove(t) }
-        }
-        let value: Value
-        do {
-            value = try body()
-        } catch {
-            if scope.expired { throw CoroutineError.timedOut }
-            throw error
-        }
-        // The body swallowed the timeout of an operation (e.g. a `for x in channel` loop, which
-        // ends on it): the time limit was still exceeded.
-        if scope.delivered { throw CoroutineError.timedOut }
-        return value
     }
 
     /// Suspends the current coroutine until `fd` is readable (or has an error or hang-up).
@@ -103,8 +104,7 @@ extension Coroutine {
     /// - Suspends: yes; resumes on the coroutine's own scheduler.
     /// - Complexity: O(1) plus one `epoll_ctl`.
     public static func waitUntilReadable(_ fd: Int32) throws {
-        let c = try requireCurrent()
-        try c.scheduler.waitForIO(c, fd: fd, writable: false)
+        try withCurrent { c in try c.scheduler.waitForIO(c, fd: fd, writable: false) }
     }
 
     /// Suspends the current coroutine until `fd` is writable (or has an error or hang-up).
@@ -114,7 +114,6 @@ extension Coroutine {
     /// - Suspends: yes; resumes on the coroutine's own scheduler.
     /// - Complexity: O(1) plus one `epoll_ctl`.
     public static func waitUntilWritable(_ fd: Int32) throws {
-        let c = try requireCurrent()
-        try c.scheduler.waitForIO(c, fd: fd, writable: true)
+        try withCurrent { c in try c.scheduler.waitForIO(c, fd: fd, writable: true) }
     }
 }

@@ -82,19 +82,12 @@ extension Coroutine {
         if let c = current, c.isCancelled { throw CancellationError() }
     }
 
-    /// The running coroutine, or `CoroutineError.notInCoroutine`.
-    @usableFromInline
-    static func requireCurrent() throws -> Coroutine {
-        guard let c = current else { throw CoroutineError.notInCoroutine }
-        return c
-    }
-
     /// Runs `body` with the running coroutine, or throws `CoroutineError.notInCoroutine`.
     ///
-    /// Unlike ``requireCurrent()`` it takes no reference: the running coroutine is kept alive by
-    /// its scheduler's registry until the loop reaps it, after its body ended, so it outlives
-    /// anything its own code calls. Only for code running on that coroutine.
-    @usableFromInline @inline(__always)
+    /// It takes no reference: the running coroutine is kept alive by its scheduler's registry
+    /// until the loop reaps it, after its body ended, so it outlives anything its own code
+    /// calls. Only for code running on that coroutine.
+    @inlinable @inline(__always)
     static func withCurrent<R>(_ body: (Coroutine) throws -> R) throws -> R {
         guard let p = ccoro_tls_coroutine() else { throw CoroutineError.notInCoroutine }
         return try Unmanaged<Coroutine>.fromOpaque(p)._withUnsafeGuaranteedRef(body)

@@ -85,9 +85,10 @@ package struct PollDescriptor: Sendable {
     /// - Complexity: O(1). The first wait on a scheduler makes one `epoll_ctl`/`kevent`; later
     ///   ones make no system call and no allocation.
     package func wait(writable: Bool, publish: (IOWaitToken) -> Bool) throws {
-        let c = try Coroutine.requireCurrent()
-        try c.scheduler.waitForReadiness(c, self, writable: writable) { ticket in
-            publish(IOWaitToken(ticket: ticket))
+        try Coroutine.withCurrent { c in
+            try c.scheduler.waitForReadiness(c, self, writable: writable) { ticket in
+                publish(IOWaitToken(ticket: ticket))
+            }
         }
     }
 }

@@ -1,5 +1,3 @@
-import CCoroutines
-
 /// A typed conduit between coroutines with Go's semantics: rendezvous, buffered or unbounded,
 /// closable, and usable in ``select(_:)``.
 ///
@@ -77,9 +75,7 @@ public final class Channel<Element: Sendable>: @unchecked Sendable {
     /// - Complexity: O(1) amortised, plus O(stale waiters) skipped.
     @inlinable
     public func send(_ value: Element) throws {
-        guard let current = ccoro_tls_coroutine() else { throw CoroutineError.notInCoroutine }
-        // The running coroutine is alive while it runs: borrow it without reference counting.
-        try Unmanaged<Coroutine>.fromOpaque(current)._withUnsafeGuaranteedRef { try send(value, from: $0) }
+        try Coroutine.withCurrent { try send(value, from: $0) }
     }
 
     /// Receives the oldest value, suspending the current coroutine while there is none.
@@ -93,8 +89,7 @@ public final class Channel<Element: Sendable>: @unchecked Sendable {
     /// - Complexity: O(1) amortised.
     @inlinable
     public func receive() throws -> Element {
-        guard let current = ccoro_tls_coroutine() else { throw CoroutineError.notInCoroutine }
-        return try Unmanaged<Coroutine>.fromOpaque(current)._withUnsafeGuaranteedRef { try receive(from: $0) }
+        try Coroutine.withCurrent { try receive(from: $0) }
     }
 
     /// Sends `value` only if it can be taken now: by a waiting receiver or into the buffer.

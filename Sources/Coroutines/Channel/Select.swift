@@ -1,5 +1,3 @@
-import CCoroutines
-
 /// Waits on several channel operations and runs exactly one of them (Go's `select`).
 ///
 /// ```swift
@@ -38,15 +36,15 @@ import CCoroutines
 /// channel with one shared claim, so that exactly one case can win.
 @inlinable
 public func select<Outcome>(_ build: (inout Select<Outcome>) throws -> Void) throws -> Outcome {
-    guard let current = ccoro_tls_coroutine() else { throw CoroutineError.notInCoroutine }
-    // The cases live in this stack buffer (beyond its capacity, on the heap), so a select
-    // over a handful of channels allocates nothing.
-    return try withUnsafeTemporaryAllocation(byteCount: selectInlineByteCount, alignment: 16) { buffer in
-        var s = Select<Outcome>(buffer: buffer)
-        defer { s.destroyCases() }
-        try build(&s)
-        // The running coroutine is alive while it runs: borrow it without reference counting.
-        return try Unmanaged<Coroutine>.fromOpaque(current)._withUnsafeGuaranteedRef { try s.run(in: $0) }
+    try Coroutine.withCurrent { current in
+        // The cases live in this stack buffer (beyond its capacity, on the heap), so a select
+        // over a handful of channels allocates nothing.
+        try withUnsafeTemporaryAllocation(byteCount: selectInlineByteCount, alignment: 16) { buffer in
+            var s = Select<Outcome>(buffer: buffer)
+            defer { s.destroyCases() }
+            try build(&s)
+            return try s.run(in: current)
+        }
     }
 }
 
