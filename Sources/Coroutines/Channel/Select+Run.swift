@@ -57,43 +57,37 @@ extension Select {
             return try otherwiseBody.pointee()
         }
 
-        // Pass 2: publish one waiter per case, all with the same ticket, and suspend.
+        // Pass 2: publish one waiter record per case, all for the same armed epoch (so exactly
+        // one can be claimed), and suspend.
         var outcome = WaitOutcome()
         let epoch = c.armEpoch()
-        var ticket = WaitTicket(coroutine: c, epoch: epoch)
         let winner: Int = try withUnsafeMutablePointer(to: &outcome) { o in
-            try withUnsafeMutablePointer(to: &ticket) { t in
-                // One waiter record per case, on this stack: each stays linked in its channel's
-                // queue until a waker pops it or the loops below withdraw it, always before
-                // this frame ends.
-                try withUnsafeTemporaryAllocation(of: ChannelWaiter.self, capacity: n) { buffer in
-                    let records = buffer.baseAddress.unsafelyUnwrapped
-                    defer { records.deinitialize(count: n) }
-                    var wait = SelectCase.Wait(coroutine: Unmanaged.passUnretained(c), epoch: epoch, outcome: o,
-                                               records: records, caseIndex: 0)
-                    withUnsafeMutablePointer(to: &wait) { w in
-                        for i in 0..<n {
-                            w.pointee.caseIndex = i
-                            _ = (cases + i).performNonThrowing(.enqueue, UnsafeMutableRawPointer(w))
-                        }
-                    }
-                    selectUnlock(locks, lockCount)
-                    let timer = timeoutBody == nil ? nil
-                        : c.scheduler.scheduleSelectTimeout(deadline: timeoutDeadline, t.pointee, o, index: n)
-                    defer { if let timer { c.scheduler.cancelSelectTimeout(timer) } }
-                    // A send case's published value stays in its block until the select's cases
-                    // are destroyed, after every waiter was withdrawn (or taken by the waker,
-                    // which copied the value under the channel's lock before waking this
-                    // coroutine).
-                    try c.suspend(armedEpoch: epoch, .select) { _ in   // the same ticket as `t`
-                        for i in 0..<n { (cases + i).withdraw(records + i) }
-                    }
-                    // Won: withdraw the other cases' waiters (the winner's was popped by its
-                    // waker; withdrawing a popped record does nothing).
-                    let winner = o.pointee.caseIndex
-                    for i in 0..<n where i != winner { (cases + i).withdraw(records + i) }
-                    return winner
+            // The records are on this stack: each stays linked in its channel's queue until a
+            // waker pops it or the loops below withdraw it, always before this frame ends.
+            try withUnsafeTemporaryAllocation(of: ChannelWaiter.self, capacity: n) { buffer in
+                let records = buffer.baseAddress.unsafelyUnwrapped
+                for i in 0..<n {
+                    (records + i).initialize(to: ChannelWaiter(coroutine: Unmanaged.passUnretained(c), epoch: epoch,
+                                                               element: cases[i].element, outcome: o, caseIndex: i))
+                    _ = (cases + i).performNonThrowing(.enqueue, UnsafeMutableRawPointer(records + i))
                 }
+                defer { records.deinitialize(count: n) }
+                selectUnlock(locks, lockCount)
+                let timer = timeoutBody == nil ? nil
+                    : c.scheduler.scheduleSelectTimeout(deadline: timeoutDeadline, WaitTicket(coroutine: c, epoch: epoch),
+                                                        o, index: n)
+                defer { if let timer { c.scheduler.cancelSelectTimeout(timer) } }
+                // A send case's published value stays in its block until the select's cases are
+                // destroyed, after every waiter was withdrawn (or taken by the waker, which copied
+                // the value under the channel's lock before waking this coroutine).
+                try c.suspend(armedEpoch: epoch, .select) { _ in
+                    for i in 0..<n { (cases + i).withdraw(records + i) }
+                }
+                // Won: withdraw the other cases' waiters (the winner's was popped by its waker;
+                // withdrawing a popped record does nothing).
+                let winner = o.pointee.caseIndex
+                for i in 0..<n where i != winner { (cases + i).withdraw(records + i) }
+                return winner
             }
         }
         if winner == n { return try timeoutBody.unsafelyUnwrapped.pointee() }

@@ -15,7 +15,7 @@
 @usableFromInline
 struct SelectCase {
     /// Performs one step of the case on its block. The third argument depends on the step:
-    /// a ``Polled`` for `poll`, a ``Wait`` for `enqueue`, the case's ``ChannelWaiter`` record for
+    /// a ``Polled`` for `poll`, the case's ``ChannelWaiter`` record for `enqueue` and
     /// `withdraw`, the uninitialised result (`Outcome`) for `finish` and `finishClosed`, unused
     /// (nil) for `destroy`. Only the `finish` steps throw. The result is
     /// meaningful for `poll` only (the case was ready).
@@ -28,10 +28,10 @@ struct SelectCase {
         /// Under the channel's lock: completes the operation now if it can (Go's pass 1), and
         /// records in the ``Polled`` what is left to do after unlocking.
         case poll
-        /// Under the channel's lock: publishes a waiter with the ``Wait``'s ticket (pass 2).
+        /// Under the channel's lock: links the case's ``ChannelWaiter`` record into the
+        /// channel's senders or receivers (pass 2).
         case enqueue
-        /// Takes the channel's lock and removes the waiter published with the ``Wait``'s ticket,
-        /// if it is still queued.
+        /// Takes the channel's lock and unlinks the case's record, if no waker popped it.
         case withdraw
         /// After unlocking (or after the wake that chose this case): runs the body.
         case finish
@@ -51,39 +51,6 @@ struct SelectCase {
         @usableFromInline var closed = false
 
         @inlinable init() {}
-    }
-
-    /// What `enqueue` publishes: the select's coroutine and epoch, its shared outcome, the index of the case,
-    /// and the waiter records (one per case, on the selecting coroutine's stack).
-    @usableFromInline
-    struct Wait {
-        /// The selecting coroutine (running, so alive) and its armed epoch: the select's ticket.
-        @usableFromInline let coroutine: Unmanaged<Coroutine>
-        @usableFromInline let epoch: UInt64
-        @usableFromInline let outcome: UnsafeMutablePointer<WaitOutcome>
-        /// Uninitialised records for every case; `enqueue` initialises the one at `caseIndex`.
-        @usableFromInline let records: UnsafeMutablePointer<ChannelWaiter>
-        @usableFromInline var caseIndex: Int
-
-        @inlinable
-        init(coroutine: Unmanaged<Coroutine>, epoch: UInt64, outcome: UnsafeMutablePointer<WaitOutcome>,
-             records: UnsafeMutablePointer<ChannelWaiter>, caseIndex: Int) {
-            self.coroutine = coroutine
-            self.epoch = epoch
-            self.outcome = outcome
-            self.records = records
-            self.caseIndex = caseIndex
-        }
-
-        /// Initialises this case's waiter record, handing its value over at `element` (a send
-        /// case's value, a receive case's slot), and returns it for a channel's queue.
-        @inlinable @inline(__always)
-        func waiter(element: UnsafeMutableRawPointer) -> UnsafeMutablePointer<ChannelWaiter> {
-            let record = records + caseIndex
-            record.initialize(to: ChannelWaiter(coroutine: coroutine, epoch: epoch, element: element,
-                                                outcome: outcome, caseIndex: caseIndex))
-            return record
-        }
     }
 
     /// The ``Channel`` (of the case's element type), retained by the case (released by

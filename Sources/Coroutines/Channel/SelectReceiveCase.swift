@@ -34,10 +34,8 @@ enum SelectReceiveCase<Element: Sendable, Outcome> {
                 }
             }
         case .enqueue:
-            let wait = argument.unsafelyUnwrapped.assumingMemoryBound(to: SelectCase.Wait.self)
-            channel._withUnsafeGuaranteedRef { channel in
-                channel.state.receivers.append(wait.pointee.waiter(element: UnsafeMutableRawPointer(slot)))
-            }
+            let record = argument.unsafelyUnwrapped.assumingMemoryBound(to: ChannelWaiter.self)
+            channel._withUnsafeGuaranteedRef { $0.state.receivers.append(record) }
         case .withdraw:
             let record = argument.unsafelyUnwrapped.assumingMemoryBound(to: ChannelWaiter.self)
             channel._withUnsafeGuaranteedRef { $0.withdrawReceiver(record) }

@@ -36,10 +36,8 @@ enum SelectSendCase<Element: Sendable, Outcome> {
                 }
             }
         case .enqueue:
-            let wait = argument.unsafelyUnwrapped.assumingMemoryBound(to: SelectCase.Wait.self)
-            channel._withUnsafeGuaranteedRef { channel in
-                channel.state.senders.append(wait.pointee.waiter(element: UnsafeMutableRawPointer(value)))
-            }
+            let record = argument.unsafelyUnwrapped.assumingMemoryBound(to: ChannelWaiter.self)
+            channel._withUnsafeGuaranteedRef { $0.state.senders.append(record) }
         case .withdraw:
             let record = argument.unsafelyUnwrapped.assumingMemoryBound(to: ChannelWaiter.self)
             channel._withUnsafeGuaranteedRef { $0.withdrawSender(record) }
