@@ -84,8 +84,8 @@ public final class Coroutine: @unchecked Sendable, Hashable, CustomStringConvert
 
     // MARK: Guarded by `scheduler.registry`
 
-    // The registry holds one reference to each entry (taken in `admit`, given back in
-    // `unregister`); the links themselves are `Unmanaged`, so that linking and unlinking costs
+    // The registry holds one reference to each entry (taken in `admit`, given back by
+    // `unregister`, or by the loop after `reap`); the links themselves are `Unmanaged`, so that linking and unlinking costs
     // no reference counting.
     @exclusivity(unchecked) var registryPrevious: Unmanaged<Coroutine>?
     @exclusivity(unchecked) var registryNext: Unmanaged<Coroutine>?

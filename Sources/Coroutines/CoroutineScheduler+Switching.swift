@@ -92,8 +92,10 @@ extension CoroutineScheduler {
         return true
     }
 
-    /// Releases the stack of a coroutine that finished and switched back to the loop.
-    func reap(_ c: Coroutine) {
+    /// Releases the stack of a coroutine that finished and switched back to the loop, and
+    /// unlinks it from the registry. Returns whether it was linked: the caller then gives back
+    /// the registry's reference (after it stops using `c`).
+    func reap(_ c: Coroutine) -> Bool {
         if let r = c.record {
             ccoro_fiber_destroy(r.pointee.fiber)
             r.pointee.fiber = nil
@@ -110,7 +112,7 @@ extension CoroutineScheduler {
             free(n)
             c.cName = nil
         }
-        unregister(c)
+        return unlink(c)
     }
 }
 

@@ -233,8 +233,16 @@ public final class CoroutineScheduler: @unchecked Sendable {
         }
     }
 
+    /// Removes `c` from the registry and gives back the registry's reference (often the last
+    /// one). The caller must own a reference of its own to `c` for the duration of the call.
     func unregister(_ c: Coroutine) {
-        let wasLinked: Bool = registry.locked { r in
+        if unlink(c) { Unmanaged.passUnretained(c).release() }
+    }
+
+    /// Removes `c` from the registry, keeping the registry's reference for the caller to give
+    /// back. Returns false if `c` was not linked (then there is no reference to give back).
+    func unlink(_ c: Coroutine) -> Bool {
+        registry.locked { r in
             let (previous, next) = (c.registryPrevious, c.registryNext)
             guard previous != nil || r.head?.toOpaque() == Unmanaged.passUnretained(c).toOpaque() else { return false }
             if let previous { previous._withUnsafeGuaranteedRef { $0.registryNext = next } } else { r.head = next }
@@ -244,8 +252,6 @@ public final class CoroutineScheduler: @unchecked Sendable {
             r.count -= 1
             return true
         }
-        // The registry's reference; the caller still holds its own, so `c` outlives this call.
-        if wasLinked { Unmanaged.passUnretained(c).release() }
     }
 
     /// Makes a suspended coroutine ready. Any thread; on another thread it goes through the
@@ -443,8 +449,9 @@ public final class CoroutineScheduler: @unchecked Sendable {
         transfer(from: loopRecord, to: c)
         if let f = finishedCoroutine {
             finishedCoroutine = nil
-            // Guaranteed by the registry's reference, which `reap` gives back as its last step.
-            f._withUnsafeGuaranteedRef { reap($0) }
+            // Borrowed under the registry's reference, which is given back only after the
+            // borrow (it is usually the last one).
+            if f._withUnsafeGuaranteedRef({ reap($0) }) { f.release() }
         }
     }
 
