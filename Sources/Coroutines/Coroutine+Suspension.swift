@@ -31,8 +31,7 @@ struct WaitTicket: Sendable {
     /// - Returns: false if someone else already claimed it (a stale waiter: skip it).
     @inlinable @inline(__always)
     func tryClaim() -> Bool {
-        coroutine.epoch.compareExchange(expected: epoch, desired: epoch &+ 1,
-                                        ordering: .sequentiallyConsistent).exchanged
+        coroutine.tryClaim(epoch: epoch)
     }
 
     /// Makes a coroutine whose suspension this ticket claimed (``tryClaim()``) ready, as a
@@ -116,11 +115,18 @@ extension Coroutine {
         !timeoutScopes.isEmpty && timeoutScopes.contains { $0.expired }
     }
 
-    /// Claims the suspension armed at `epoch` (see ``WaitTicket``). Any thread.
+    /// Takes the suspension armed at epoch `e`: moves the odd epoch to the next even value
+    /// (compare-and-swap), so exactly one of completion, cancellation, timeout and the
+    /// coroutine's own disarm wins. Any thread.
+    /// - Returns: false if someone else took it first (or `e` is not the armed epoch).
+    @inlinable @inline(__always)
+    func tryClaim(epoch e: UInt64) -> Bool {
+        epoch.compareExchange(expected: e, desired: e &+ 1, ordering: .sequentiallyConsistent).exchanged
+    }
+
+    /// Claims the suspension armed at `epoch` (see ``WaitTicket``) and wakes it. Any thread.
     func claim(epoch e: UInt64, reason: WakeReason) -> Bool {
-        guard epoch.compareExchange(expected: e, desired: e &+ 1, ordering: .sequentiallyConsistent).exchanged else {
-            return false
-        }
+        guard tryClaim(epoch: e) else { return false }
         wakeClaimed(reason)
         return true
     }
@@ -219,7 +225,7 @@ extension Coroutine {
 
     /// Takes back an armed suspension nobody claimed yet. Returns false if it was claimed.
     private func disarm(_ armed: UInt64) -> Bool {
-        epoch.compareExchange(expected: armed, desired: armed &+ 1, ordering: .sequentiallyConsistent).exchanged
+        tryClaim(epoch: armed)
     }
 
     private func suspendForWake(_ kind: WaitKind) {

@@ -1,5 +1,3 @@
-import Synchronization
-
 /// How a waiter's wait on a channel ended, written by whoever claims the waiter.
 ///
 /// It lives on the waiting coroutine's stack for the duration of the suspension (a coroutine's
@@ -27,7 +25,7 @@ struct WaitOutcome {
 /// The value moves through raw pointers into the waiting coroutine's stack, as in Go: a sender's
 /// `element` points at the value to deliver (an initialised `Element`, copied out), a receiver's
 /// at uninitialised memory for one `Element`, which the claimer initialises. Only the waker that
-/// wins ``WaitTicket/tryClaim()`` touches them, under the channel's lock, so the hand-off and the
+/// wins ``tryClaim()`` touches them, under the channel's lock, so the hand-off and the
 /// state change are one atomic step (SPEC §6.7). A `select` publishes one record per case, all
 /// with the same ticket, so exactly one case wins.
 ///
@@ -61,12 +59,10 @@ struct ChannelWaiter {
         isQueued = false
     }
 
-    /// Claims the waiter's suspension (see ``WaitTicket/tryClaim()``), without reference counting.
+    /// Claims the waiter's suspension (``Coroutine/tryClaim(epoch:)``), without reference counting.
     @inlinable @inline(__always)
     func tryClaim() -> Bool {
-        coroutine._withUnsafeGuaranteedRef {
-            $0.epoch.compareExchange(expected: epoch, desired: epoch &+ 1, ordering: .sequentiallyConsistent).exchanged
-        }
+        coroutine._withUnsafeGuaranteedRef { $0.tryClaim(epoch: epoch) }
     }
 
     /// A ticket that keeps the coroutine alive, to wake it after the channel's lock is released.
