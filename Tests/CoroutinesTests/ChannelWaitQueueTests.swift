@@ -8,7 +8,7 @@ private typealias Kit = CoroutineTestKit
 @Suite("Channel wait queue")
 struct ChannelWaitQueueTests {
     /// Runs `body` with `count` waiter records (of the current coroutine, epochs 1, 3, …),
-    /// which it identifies by their epoch.
+    /// which it identifies by their `caseIndex` (0, 1, …).
     private static func withRecords<R: Sendable>(_ count: Int,
                                                  _ body: @escaping @Sendable (UnsafeMutablePointer<ChannelWaiter>) -> R) async throws -> R {
         try await Kit.run {
@@ -30,7 +30,7 @@ struct ChannelWaitQueueTests {
     private static func drain(_ q: inout ChannelWaitQueue) -> [Int] {
         var order: [Int] = []
         while let w = q.popFirst() {
-            #expect(!w.pointee.isQueued)
+            #expect(!q.contains(w))
             order.append(w.pointee.caseIndex)
         }
         #expect(q.isEmpty)
@@ -54,7 +54,7 @@ struct ChannelWaitQueueTests {
             var q = ChannelWaitQueue()
             for i in 0..<5 { q.append(r + i) }
             for i in removed { q.remove(r + i) }
-            for i in removed where (r + i).pointee.isQueued { return [-1] }
+            for i in removed where q.contains(r + i) { return [-1] }
             return Self.drain(&q)
         }
         #expect(order == (0..<5).filter { !removed.contains($0) })

@@ -43,7 +43,6 @@ struct ChannelWaiter {
     // Queue links: guarded by the lock of the channel whose queue holds the record.
     @usableFromInline var next: UnsafeMutablePointer<ChannelWaiter>?
     @usableFromInline var previous: UnsafeMutablePointer<ChannelWaiter>?
-    @usableFromInline var isQueued: Bool
 
     /// A record for `coroutine`, suspended (or about to suspend) with the armed `epoch`.
     @inlinable
@@ -56,7 +55,6 @@ struct ChannelWaiter {
         self.caseIndex = caseIndex
         next = nil
         previous = nil
-        isQueued = false
     }
 
     /// Claims the waiter's suspension (``Coroutine/tryClaim(epoch:)``), without reference counting.
@@ -72,8 +70,9 @@ struct ChannelWaiter {
 /// A FIFO queue of channel waiters: a doubly linked list of records on the waiters' stacks.
 ///
 /// Not thread-safe: guarded by its channel's lock.
-/// - Invariants: `head == nil` exactly when `tail == nil`; a record is in at most one queue,
-///   and `isQueued` is true exactly while it is linked here.
+/// - Invariants: `head == nil` exactly when `tail == nil`; a record is in at most one queue;
+///   a record that is not linked has no links (so ``contains(_:)`` needs no flag, as in Go's
+///   `dequeueSudoG`).
 /// - Complexity: O(1) `append`, `popFirst` and `remove(_:)`.
 @usableFromInline
 struct ChannelWaitQueue {
@@ -84,12 +83,15 @@ struct ChannelWaitQueue {
 
     @inlinable var isEmpty: Bool { head == nil }
 
+    /// Whether `waiter` is linked in this queue (a record is only ever queued in one queue).
+    @inlinable func contains(_ waiter: UnsafeMutablePointer<ChannelWaiter>) -> Bool {
+        waiter.pointee.previous != nil || head == waiter
+    }
+
     /// Links `waiter` at the end. It must not be queued.
     @inlinable mutating func append(_ waiter: UnsafeMutablePointer<ChannelWaiter>) {
-        assert(!waiter.pointee.isQueued, "internal inconsistency: a channel waiter queued twice")
-        waiter.pointee.next = nil
+        assert(!contains(waiter) && waiter.pointee.next == nil, "internal inconsistency: a channel waiter queued twice")
         waiter.pointee.previous = tail
-        waiter.pointee.isQueued = true
         if let tail { tail.pointee.next = waiter } else { head = waiter }
         tail = waiter
     }
@@ -100,18 +102,16 @@ struct ChannelWaitQueue {
         head = first.pointee.next
         if let head { head.pointee.previous = nil } else { tail = nil }
         first.pointee.next = nil
-        first.pointee.isQueued = false
         return first
     }
 
-    /// Unlinks `waiter` if it is still queued (here: a record is only ever queued in one queue).
+    /// Unlinks `waiter` if it is still queued here.
     @inlinable mutating func remove(_ waiter: UnsafeMutablePointer<ChannelWaiter>) {
-        guard waiter.pointee.isQueued else { return }
+        guard contains(waiter) else { return }
         let previous = waiter.pointee.previous, next = waiter.pointee.next
         if let previous { previous.pointee.next = next } else { head = next }
         if let next { next.pointee.previous = previous } else { tail = previous }
         waiter.pointee.next = nil
         waiter.pointee.previous = nil
-        waiter.pointee.isQueued = false
     }
 }
