@@ -14,6 +14,11 @@ extension CoroutineScheduler {
     /// wait. A wait ended by the ticket's holder (close) rather than the poller leaves the ticket
     /// parked in the table: it is removed here.
     ///
+    /// - Throws: `CancellationError` or `CoroutineError.timedOut` if the wait is interrupted;
+    ///   `CoroutineError.pollFailed` if the descriptor cannot be registered.
+    /// - Suspends: unless readiness was remembered or `publish` returns false; resumes on this
+    ///   scheduler.
+    ///
     /// Scheduler thread only; O(1); no system call or allocation after the first wait.
     func waitForReadiness(_ c: Coroutine, _ descriptor: PollDescriptor, writable: Bool,
                           publish: (WaitTicket) -> Bool) throws {

@@ -63,8 +63,7 @@ extension CoroutineScheduler {
     /// number from the one it registered (stale readiness would end a wait early), and the
     /// registration of a file still open elsewhere (a `dup`, a child process) would keep
     /// reporting events after the caller closed its number. Sockets, whose owner knows when they
-    /// close, use
-    /// ``waitForReadiness(_:_:writable:publish:)`` instead.
+    /// close, use ``waitForReadiness(_:_:writable:publish:)`` instead.
     func waitForIO(_ c: Coroutine, fd: Int32, writable: Bool) throws {
         try c.wait(writable ? .writable : .readable, register: { ticket in
             var w = ioWaiters[fd] ?? IOWaiters()

@@ -6,8 +6,8 @@
 /// same number are ignored), and per direction the state machine documented on
 /// ``PollDescriptor``: idle, ready (an edge arrived while nobody waited), or waiting(ticket).
 ///
-/// Memory: the table grows to the highest descriptor number registered on its scheduler (about
-/// 64 bytes a slot) and never shrinks; descriptor numbers are allocated lowest-first, so that is
+/// Memory: the table grows to the highest descriptor number registered on its scheduler (48
+/// bytes a slot) and never shrinks; descriptor numbers are allocated lowest-first, so that is
 /// the process's peak number of open descriptors.
 ///
 /// Threading: confined to the owning scheduler's thread (no locks). The tickets it resumes may be

@@ -48,7 +48,7 @@ extension Channel {
         try withUnsafeMutablePointer(to: &waiter) { waiter in
             if asSender { state.senders.append(waiter) } else { state.receivers.append(waiter) }
             lock.unlock()
-            try c.suspend(armedEpoch: epoch, .channel) { [unowned(unsafe) self] _ in
+            try c.suspend(armedEpoch: epoch, .channel) { _ in
                 if asSender { self.withdrawSender(waiter) } else { self.withdrawReceiver(waiter) }
             }
         }

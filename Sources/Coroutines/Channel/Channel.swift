@@ -86,7 +86,7 @@ public final class Channel<Element: Sendable>: @unchecked Sendable {
     ///   (checked first, even when a value is ready); `CoroutineError.timedOut` inside an
     ///   expiring `withTimeout`; `CoroutineError.notInCoroutine` outside a coroutine.
     /// - Suspends: while the channel is empty and open; resumes on the coroutine's own scheduler.
-    /// - Complexity: O(1) amortised.
+    /// - Complexity: O(1) amortised, plus O(stale waiters) skipped.
     @inlinable
     public func receive() throws -> Element {
         try Coroutine.withCurrent { try receive(from: $0) }
@@ -128,6 +128,7 @@ public final class Channel<Element: Sendable>: @unchecked Sendable {
     /// drained) and every blocked sender (it throws ``ChannelError/closed``; its value is not
     /// delivered). Any thread; does not check cancellation.
     /// - Returns: true for the call that closed the channel, false if it was already closed.
+    /// - Suspends: no. Throws nothing.
     /// - Complexity: O(waiters).
     @discardableResult
     public func close() -> Bool {
@@ -140,19 +141,22 @@ public final class Channel<Element: Sendable>: @unchecked Sendable {
     /// - Parameter error: What `receive()` and `tryReceive()` throw after the drain.
     /// - Returns: true for the call that closed the channel, false if it was already closed (the
     ///   first error is kept).
+    /// - Suspends: no. Throws nothing.
+    /// - Complexity: O(waiters).
     @discardableResult
     public func close(throwing error: any Error) -> Bool {
         close(error: error)
     }
 
-    /// Whether ``close()`` or ``close(throwing:)`` was called. Any thread; O(1).
+    /// Whether ``close()`` or ``close(throwing:)`` was called. Any thread; never suspends; O(1).
     public var isClosed: Bool {
         lock.lock()
         defer { lock.unlock() }
         return state.isClosed
     }
 
-    /// The number of buffered values (not counting blocked senders). Any thread; O(1).
+    /// The number of buffered values (not counting blocked senders). Any thread; never suspends;
+    /// O(1).
     public var count: Int {
         lock.lock()
         defer { lock.unlock() }
@@ -160,7 +164,8 @@ public final class Channel<Element: Sendable>: @unchecked Sendable {
     }
 
     /// How many values the channel buffers: 0 for a rendezvous channel, `Int.max` when unbounded.
-    /// Any thread; O(1) (an immutable copy of the state's capacity, read without the lock).
+    /// Any thread; never suspends; O(1) (an immutable copy of the state's capacity, read without
+    /// the lock).
     public let capacity: Int
 }
 
