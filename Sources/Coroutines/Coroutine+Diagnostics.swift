@@ -34,15 +34,7 @@ extension Coroutine {
     public static func dumpAll() -> String {
         var lines: [String] = []
         for scheduler in SchedulerDirectory.shared.all {
-            var coroutines: [Coroutine] = []
-            scheduler.registry.locked { r in
-                var c = r.head
-                while let x = c {
-                    coroutines.append(x.takeUnretainedValue())
-                    c = x._withUnsafeGuaranteedRef { $0.registryNext }
-                }
-            }
-            for c in coroutines.reversed() {
+            for c in scheduler.liveCoroutines().reversed() {
                 var line = "\(c.name.map { "'\($0)'" } ?? "unnamed") on \(scheduler.name): \(c.status)"
                 let kind = WaitKind(rawValue: c.waitKindValue.load(ordering: .relaxed)) ?? .none
                 if c.status == .suspended || kind != .none { line += " waiting in \(kind.label)" }

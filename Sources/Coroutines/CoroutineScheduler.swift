@@ -496,12 +496,23 @@ public final class CoroutineScheduler: @unchecked Sendable {
 
     /// Cancels every live coroutine of this scheduler (stop, runBlocking's error path).
     func cancelAll() {
-        var all: [Coroutine] = []
+        for c in liveCoroutines() { c.cancel() }
+    }
+
+    /// The coroutines in the registry (admitted and not yet finished), newest first, retained so
+    /// that they can be used after the registry's lock is released. Any thread.
+    /// - Complexity: O(live coroutines).
+    func liveCoroutines() -> [Coroutine] {
         registry.locked { r in
+            var all: [Coroutine] = []
+            all.reserveCapacity(r.count)
             var c = r.head
-            while let x = c { all.append(x.takeUnretainedValue()); c = x._withUnsafeGuaranteedRef { $0.registryNext } }
+            while let x = c {
+                all.append(x.takeUnretainedValue())
+                c = x._withUnsafeGuaranteedRef { $0.registryNext }
+            }
+            return all
         }
-        for c in all { c.cancel() }
     }
 
     /// Closes the incoming queue after the loop ended; leftovers finish as stopped.

@@ -71,16 +71,15 @@ final class StackAllocator: Sendable {
 
     /// Pools by stack size. A process uses a handful of sizes, so the lookup is a scan of an
     /// array: a `Dictionary`'s modify accessor allocated its frame on the heap at every `give`.
+    /// Pools are never removed, so an index stays valid (``removeUntrimmed(keeping:)`` and
+    /// ``insertTrimmed(_:)`` rely on it).
     private struct PoolsBySize {
-        private(set) var sizes: [Int] = []
-        var pools: [Pool] = []
-
-        /// The index of the pool for `size`, if there is one.
-        func index(of size: Int) -> Int? { sizes.firstIndex(of: size) }
+        private var sizes: [Int] = []
+        private var pools: [Pool] = []
 
         /// The index of the pool for `size`, created empty if needed.
-        mutating func indexCreating(_ size: Int) -> Int {
-            if let i = index(of: size) { return i }
+        private mutating func index(creating size: Int) -> Int {
+            if let i = sizes.firstIndex(of: size) { return i }
             sizes.append(size)
             pools.append(Pool())
             return sizes.count - 1
@@ -88,8 +87,40 @@ final class StackAllocator: Sendable {
 
         /// Takes the newest idle stack of `size`.
         mutating func popLast(size: Int) -> Ref? {
-            guard let i = index(of: size) else { return nil }
+            guard let i = sizes.firstIndex(of: size) else { return nil }
             return pools[i].popLast()
+        }
+
+        /// Takes the newest idle stack of any size but `size`.
+        mutating func popLast(otherThan size: Int) -> Ref? {
+            for i in pools.indices where sizes[i] != size {
+                if let r = pools[i].popLast() { return r }
+            }
+            return nil
+        }
+
+        /// Adds `r` to the pool of `size` unless that pool already holds `limit` stacks.
+        /// - Returns: whether `r` was added.
+        @discardableResult
+        mutating func append(_ r: Ref, size: Int, limit: Int = .max) -> Bool {
+            let i = index(creating: size)
+            guard pools[i].stacks.count < limit else { return false }
+            pools[i].stacks.append(r)
+            return true
+        }
+
+        mutating func append(contentsOf rs: [Ref], size: Int) {
+            pools[index(creating: size)].stacks.append(contentsOf: rs)
+        }
+
+        /// Takes out, per pool, the stacks ``Pool/removeUntrimmed(keeping:)`` gives.
+        mutating func removeUntrimmed(keeping keep: Int) -> [[Ref]] {
+            pools.indices.map { pools[$0].removeUntrimmed(keeping: keep) }
+        }
+
+        /// Puts back what ``removeUntrimmed(keeping:)`` took, now trimmed.
+        mutating func insertTrimmed(_ removed: [[Ref]]) {
+            for (i, rs) in removed.enumerated() where !rs.isEmpty { pools[i].insertTrimmed(rs) }
         }
     }
 
@@ -173,11 +204,9 @@ final class StackAllocator: Sendable {
             if s.guardedLive < guardedCap { s.guardedLive += 1; return (true, nil) }
             // At the cap: an idle guarded stack of another size makes room (one out, one in),
             // so one size's idle stacks never condemn every other size to slab stacks.
-            for i in s.pools.pools.indices where s.pools.sizes[i] != size {
-                if let r = s.pools.pools[i].popLast() {
-                    s.pooled -= 1
-                    return (true, r)
-                }
+            if let r = s.pools.popLast(otherThan: size) {
+                s.pooled -= 1
+                return (true, r)
             }
             return (false, nil)
         }
@@ -213,7 +242,7 @@ final class StackAllocator: Sendable {
         let first = records.removeLast()
         let rest = records.map(Ref.init)
         state.locked { s in
-            s.slabFree.pools[s.slabFree.indexCreating(size)].stacks.append(contentsOf: rest)
+            s.slabFree.append(contentsOf: rest, size: size)
             s.inUse += 1
         }
         return first
@@ -228,12 +257,10 @@ final class StackAllocator: Sendable {
         let unmap: Bool = state.locked { s in
             s.inUse -= 1
             if isSlab {
-                s.slabFree.pools[s.slabFree.indexCreating(size)].stacks.append(record)
+                s.slabFree.append(record, size: size)
                 return false
             }
-            let i = s.pools.indexCreating(size)
-            if s.pools.pools[i].stacks.count < Self.poolLimit {
-                s.pools.pools[i].stacks.append(record)
+            if s.pools.append(record, size: size, limit: Self.poolLimit) {
                 s.pooled += 1
                 return false
             }
@@ -256,17 +283,16 @@ final class StackAllocator: Sendable {
         givenSinceTrim.store(0, ordering: .relaxed)
         // Taken out of the pools under the lock, released outside it, then put back: a stack is
         // never handed out while its memory is being released.
-        // (Pools are never removed, so an index stays valid across the two critical sections.)
         let victims: (guarded: [[Ref]], slab: [[Ref]]) = state.locked { s in
-            (s.pools.pools.indices.map { s.pools.pools[$0].removeUntrimmed(keeping: Self.residentIdleLimit) },
-             s.slabFree.pools.indices.map { s.slabFree.pools[$0].removeUntrimmed(keeping: Self.residentIdleLimit) })
+            (s.pools.removeUntrimmed(keeping: Self.residentIdleLimit),
+             s.slabFree.removeUntrimmed(keeping: Self.residentIdleLimit))
         }
         for list in [victims.guarded, victims.slab] {
             for r in list.joined() { ccoro_stack_release_memory(&r.pointer.pointee.stack) }
         }
         state.locked { s in
-            for (i, rs) in victims.guarded.enumerated() where !rs.isEmpty { s.pools.pools[i].insertTrimmed(rs) }
-            for (i, rs) in victims.slab.enumerated() where !rs.isEmpty { s.slabFree.pools[i].insertTrimmed(rs) }
+            s.pools.insertTrimmed(victims.guarded)
+            s.slabFree.insertTrimmed(victims.slab)
         }
     }
 
