@@ -80,16 +80,6 @@ static void decode_events(uint32_t e, int *readable, int *writable) {
   *writable = err || (e & EPOLLOUT) != 0;
 }
 
-int ccoro_poll_wait(int pfd, ccoro_poll_event *out, int max, long long timeout_ns) {
-  struct epoll_event evs[64];
-  int n = wait_events(pfd, evs, max, timeout_ns);
-  for (int i = 0; i < n; i++) {
-    out[i].fd = evs[i].data.fd;
-    decode_events(evs[i].events, &out[i].readable, &out[i].writable);
-  }
-  return n;
-}
-
 int ccoro_poll_register(int pfd, int fd, uint64_t data) {
   struct epoll_event ev = {0};
   ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
@@ -101,7 +91,7 @@ int ccoro_poll_register(int pfd, int fd, uint64_t data) {
   return errno;
 }
 
-int ccoro_poll_wait_tagged(int pfd, ccoro_poll_tagged_event *out, int max, long long timeout_ns) {
+int ccoro_poll_wait(int pfd, ccoro_poll_event *out, int max, long long timeout_ns) {
   struct epoll_event evs[64];
   int n = wait_events(pfd, evs, max, timeout_ns);
   for (int i = 0; i < n; i++) {
@@ -163,30 +153,11 @@ int ccoro_poll_watch(int pfd, int fd) {
   return kevent(pfd, &kev, 1, NULL, 0, NULL) == 0 ? 0 : errno;
 }
 
-int ccoro_poll_wait(int pfd, ccoro_poll_event *out, int max, long long timeout_ns) {
-  struct kevent evs[64];
-  if (max > 64) max = 64;
-  struct timespec ts, *tsp = NULL;
-  if (timeout_ns >= 0) {
-    ts.tv_sec = timeout_ns / 1000000000LL;
-    ts.tv_nsec = timeout_ns % 1000000000LL;
-    tsp = &ts;
-  }
-  int n = kevent(pfd, NULL, 0, evs, max, tsp);
-  for (int i = 0; i < n; i++) {
-    int err = (evs[i].flags & (EV_ERROR | EV_EOF)) != 0;
-    out[i].fd = (int)evs[i].ident;
-    out[i].readable = evs[i].filter == EVFILT_READ || err;
-    out[i].writable = evs[i].filter == EVFILT_WRITE || err;
-  }
-  return n < 0 ? 0 : n;
-}
-
 int ccoro_poll_register(int pfd, int fd, uint64_t data) {
   // EV_CLEAR resets the filter's state once the event is retrieved: the next event comes with
   // the next change (new data, freed room), the kqueue equivalent of EPOLLET. Re-adding an
   // existing knote updates it (also its udata). The datum is never 0 (its tag bit is set), which
-  // tells it apart from one-shot interest (udata NULL) in ccoro_poll_wait_tagged.
+  // tells it apart from one-shot interest (udata NULL) in ccoro_poll_wait.
   //
   // EV_RECEIPT reports each filter's outcome separately (an EV_ERROR entry whose data is 0 on
   // success), so that a descriptor that supports only one direction (a pipe's read or write end)
@@ -205,7 +176,7 @@ int ccoro_poll_register(int pfd, int fd, uint64_t data) {
   return registered > 0 ? 0 : (first_error != 0 ? first_error : EINVAL);
 }
 
-int ccoro_poll_wait_tagged(int pfd, ccoro_poll_tagged_event *out, int max, long long timeout_ns) {
+int ccoro_poll_wait(int pfd, ccoro_poll_event *out, int max, long long timeout_ns) {
   struct kevent evs[64];
   if (max > 64) max = 64;
   struct timespec ts, *tsp = NULL;

@@ -19,7 +19,7 @@ final class Poller: @unchecked Sendable {
     private let wakeReadFD: Int32
     private let wakeWriteFD: Int32
     /// The events of the last ``wait(timeoutNanoseconds:)``.
-    let events = UnsafeMutablePointer<ccoro_poll_tagged_event>.allocate(capacity: Int(Poller.capacity))
+    let events = UnsafeMutablePointer<ccoro_poll_event>.allocate(capacity: Int(Poller.capacity))
     private static let capacity: Int32 = 64
 
     init() {
@@ -61,7 +61,7 @@ final class Poller: @unchecked Sendable {
     /// registered datum otherwise.
     func wait(timeoutNanoseconds: UInt64?) -> Int {
         let t = timeoutNanoseconds.map { Int64(clamping: $0) } ?? -1
-        let n = Int(ccoro_poll_wait_tagged(pollFD, events, Poller.capacity, t))
+        let n = Int(ccoro_poll_wait(pollFD, events, Poller.capacity, t))
         var kept = 0
         for i in 0..<n {
             if events[i].data == UInt64(UInt32(bitPattern: wakeReadFD)) {

@@ -78,7 +78,7 @@ final class TaskReactor: @unchecked Sendable {
         while !stopped.load(ordering: .sequentiallyConsistent) {
             let n = Int(ccoro_poll_wait(pollFD, events, 64, -1))
             for i in 0..<max(n, 0) {
-                let fd = events[i].fd
+                let fd = Int32(truncatingIfNeeded: events[i].data)   // one-shot interest: the datum is the fd
                 if fd == wakeRead { ccoro_poll_drain_wake(wakeRead); continue }
                 state.withLock { $0.waiters.removeValue(forKey: fd) }?.resume()
             }

@@ -161,12 +161,6 @@ void ccoro_dispatch_main_queue_drain(void);
 
 // MARK: - Poller (epoll on Linux, kqueue on macOS)
 
-typedef struct ccoro_poll_event {
-  int fd;
-  int readable;
-  int writable;
-} ccoro_poll_event;
-
 /// Creates the poller and its wake-up descriptor(s); returns the poller fd or -1.
 int ccoro_poll_create(int *wake_read, int *wake_write);
 void ccoro_poll_wake(int wake_write);
@@ -176,24 +170,24 @@ int ccoro_poll_arm(int pfd, int fd, int readable, int writable);
 void ccoro_poll_disarm(int pfd, int fd);
 /// Watches `fd` for readability persistently (level-triggered); returns 0 or errno.
 int ccoro_poll_watch(int pfd, int fd);
-/// Waits up to `timeout_ns` (-1: forever); returns the number of events written to `out`.
-int ccoro_poll_wait(int pfd, ccoro_poll_event *out, int max, long long timeout_ns);
-/// One event of `ccoro_poll_wait_tagged`: the 64-bit datum the descriptor was registered with
+/// One event of `ccoro_poll_wait`: the 64-bit datum the descriptor was registered with
 /// (`ccoro_poll_register`), or, for one-shot interest (`ccoro_poll_arm`) and `ccoro_poll_watch`,
 /// the descriptor itself (upper 32 bits zero). Error and hang-up conditions set both directions.
-typedef struct ccoro_poll_tagged_event {
+typedef struct ccoro_poll_event {
   uint64_t data;
   int readable;
   int writable;
-} ccoro_poll_tagged_event;
+} ccoro_poll_event;
 
 /// Registers `fd` once, edge-triggered, for both directions (epoll: EPOLLIN|EPOLLOUT|EPOLLRDHUP|
 /// EPOLLET; kqueue: EVFILT_READ and EVFILT_WRITE with EV_CLEAR), reporting `data` with each event.
 /// An existing registration of the same open file in `pfd` is replaced. Returns 0 or errno.
 /// (Go runtime netpoll_epoll.go / netpoll_kqueue.go, netpollopen.)
 int ccoro_poll_register(int pfd, int fd, uint64_t data);
-/// `ccoro_poll_wait` reporting each event's registered datum (see `ccoro_poll_tagged_event`).
-int ccoro_poll_wait_tagged(int pfd, ccoro_poll_tagged_event *out, int max, long long timeout_ns);
+/// Waits up to `timeout_ns` (-1: forever) and writes up to `max` (at most 64) events to `out`,
+/// each with the datum its descriptor was registered with (see `ccoro_poll_event`). Returns
+/// their number.
+int ccoro_poll_wait(int pfd, ccoro_poll_event *out, int max, long long timeout_ns);
 /// The calling thread's stack: lowest address and size.
 void ccoro_thread_stack_bounds(void **base, size_t *size);
 
