@@ -38,8 +38,7 @@ struct SocketBreakTests {
                         let id = Int(hello[0]) | Int(hello[1]) << 8
                         for chunk in 0..<16 {
                             if id % 5 == 0 && chunk == 8 {
-                                var option = linger(l_onoff: 1, l_linger: 0)
-                                _ = setsockopt(c.fileDescriptor, SOL_SOCKET, SO_LINGER, &option, socklen_t(MemoryLayout<linger>.size))
+                                setResetOnClose(c)
                                 return
                             }
                             let bytes = (0..<4096).map { UInt8(truncatingIfNeeded: $0 &+ chunk &* 7 &+ id) }
