@@ -57,7 +57,9 @@ package struct PollDescriptor: Sendable {
     /// - Parameter fd: An open descriptor that supports polling (a socket, pipe, …), usually
     ///   non-blocking.
     /// - Complexity: O(1), one atomic increment. Thread-safe.
+    /// - Precondition: `fd >= 0` (the poll table is indexed by the number).
     package init(fd: Int32) {
+        precondition(fd >= 0, "PollDescriptor needs an open descriptor, got \(fd)")
         self.fd = fd
         id = Self.nextID.add(1, ordering: .relaxed).newValue
     }

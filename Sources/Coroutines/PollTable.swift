@@ -55,10 +55,7 @@ struct PollTable {
     /// amortised (the table grows to `fd`).
     mutating func claim(fd: Int32, owner: UInt64) -> (datum: UInt64, leftovers: [WaitTicket]) {
         let i = Int(fd)
-        if i >= slots.count {
-            slots.reserveCapacity(max(i + 1, slots.count * 2, 64))
-            while slots.count <= i { slots.append(Slot()) }
-        }
+        if i >= slots.count { slots += repeatElement(Slot(), count: i + 1 - slots.count) }   // grows geometrically
         var leftovers: [WaitTicket] = []
         if let r = slots[i].reader { leftovers.append(r); waiterCount -= 1 }
         if let w = slots[i].writer { leftovers.append(w); waiterCount -= 1 }
