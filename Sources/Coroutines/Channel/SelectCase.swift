@@ -10,7 +10,7 @@
 /// reabstraction thunks; a generic payload struct would be destroyed through its metadata.)
 ///
 /// The body closure and the element (a receive case's slot, or a send case's value) live in one
-/// block of memory (``SelectPayloadLayout``) owned by the case: normally part of the select's
+/// block of memory (``SelectBlockLayout``) owned by the case: normally part of the select's
 /// stack buffer, on the heap if it did not fit. Confined to the selecting coroutine.
 @usableFromInline
 struct SelectCase {
@@ -121,19 +121,19 @@ extension UnsafeMutablePointer where Pointee == SelectCase {
     }
 }
 
-/// Lays out a case's block: its body closure, of type `Payload`, followed by one `Element` (a
+/// Lays out a case's block: its body closure, of type `Body`, followed by one `Element` (a
 /// receive case's slot or a send case's value).
 @usableFromInline
-enum SelectPayloadLayout<Payload, Element> {
+enum SelectBlockLayout<Body, Element> {
     /// Offset of the `Element` after the body.
     @inlinable static var elementOffset: Int {
         let a = MemoryLayout<Element>.alignment
-        return (MemoryLayout<Payload>.size + a - 1) / a * a
+        return (MemoryLayout<Body>.size + a - 1) / a * a
     }
 
     @inlinable static var byteCount: Int { elementOffset + MemoryLayout<Element>.size }
 
     @inlinable static var alignment: Int {
-        Swift.max(MemoryLayout<Payload>.alignment, MemoryLayout<Element>.alignment)
+        Swift.max(MemoryLayout<Body>.alignment, MemoryLayout<Element>.alignment)
     }
 }

@@ -1,13 +1,13 @@
 /// The operations of a select's receive case, for a channel of `Element` and a select of
 /// `Outcome`. The case's block holds the body closure and then the slot that the received value
 /// is written into, by `poll` or by the sender that completes the waiting case
-/// (``SelectPayloadLayout``).
+/// (``SelectBlockLayout``).
 ///
 /// ``operate(_:_:_:)`` is the case's ``SelectCase/Operation``.
 @usableFromInline
 enum SelectReceiveCase<Element: Sendable, Outcome> {
     @usableFromInline typealias Body = (Element?) throws -> Outcome
-    @usableFromInline typealias Layout = SelectPayloadLayout<Body, Element>
+    @usableFromInline typealias Layout = SelectBlockLayout<Body, Element>
 
     /// Performs `step` of the receive case `selectCase` (see ``SelectCase/Step``).
     @inlinable

@@ -1,6 +1,6 @@
 /// The operations of a select's send case, for a channel of `Element` and a select of
 /// `Outcome`. The case's block holds the body closure and then the value to send
-/// (``SelectPayloadLayout``), which stays there for the whole select: a waiting case publishes
+/// (``SelectBlockLayout``), which stays there for the whole select: a waiting case publishes
 /// its address, and the receiver that completes the case copies it under the channel's lock.
 /// It is destroyed with the case, whether it was sent or not.
 ///
@@ -8,7 +8,7 @@
 @usableFromInline
 enum SelectSendCase<Element: Sendable, Outcome> {
     @usableFromInline typealias Body = () throws -> Outcome
-    @usableFromInline typealias Layout = SelectPayloadLayout<Body, Element>
+    @usableFromInline typealias Layout = SelectBlockLayout<Body, Element>
 
     /// Performs `step` of the send case `selectCase` (see ``SelectCase/Step``).
     @inlinable
