@@ -7,7 +7,15 @@ import Darwin
 #endif
 
 extension Coroutine {
-    private static let unobservedHandlerStorage = Mutex<@Sendable (Coroutine, any Error) -> Void>(Coroutine.defaultUnobservedErrorHandler)
+    /// The handler in a struct: a closure stored directly in the generic `Mutex` is kept at the
+    /// generic abstraction, and every `locked { $0 }` read wrote it back wrapped in two more
+    /// reabstraction thunks, so each unobserved error made the next call deeper. A stored
+    /// property of function type keeps the closure as it is.
+    private struct HandlerSlot: Sendable {
+        var handler: @Sendable (Coroutine, any Error) -> Void
+    }
+
+    private static let unobservedHandlerStorage = Mutex(HandlerSlot(handler: Coroutine.defaultUnobservedErrorHandler))
 
     /// Called once for an error thrown by a `launch` body (other than `CancellationError`) that no
     /// coroutine was joining when it finished.
@@ -16,8 +24,8 @@ extension Coroutine {
     /// the coroutine's scheduler thread, outside any coroutine; it must not block.
     /// - Threading: reading and replacing the handler are thread-safe.
     public static var unobservedErrorHandler: @Sendable (Coroutine, any Error) -> Void {
-        get { unobservedHandlerStorage.locked { $0 } }
-        set { unobservedHandlerStorage.locked { $0 = newValue } }
+        get { unobservedHandlerStorage.locked { $0 }.handler }
+        set { unobservedHandlerStorage.locked { $0.handler = newValue } }
     }
 
     static let defaultUnobservedErrorHandler: @Sendable (Coroutine, any Error) -> Void = { coroutine, error in
