@@ -50,13 +50,17 @@ typedef struct ccoro_stack {
 } ccoro_stack;
 
 #define CCORO_GUARD_SIZE ((size_t)64 * 1024)
+/// Stack tops are spread over this many bytes of address bits (a cache way), a page apart.
+#define CCORO_COLOR_SPAN ((size_t)128 * 1024)
 #define CCORO_CANARY_VALUE 0xC0C0A5A5DEADBEEFull
 
-/// Maps a guarded stack of `size` usable bytes (a multiple of the page size). Returns 0 on success.
+/// Maps a guarded stack of `size` usable bytes (a multiple of the page size) with a guard of at
+/// least CCORO_GUARD_SIZE below it, its top at the next cache colour. Returns 0 on success.
 int ccoro_stack_map_guarded(size_t size, ccoro_stack *out);
 /// Unmaps a guarded stack.
 void ccoro_stack_unmap_guarded(ccoro_stack *stack);
-/// Maps a slab of `count` stacks of `size` bytes with one guard below the lowest; fills `out[0..<count]`.
+/// Maps a slab of `count` stacks of at least `size` bytes (slots a page more apart, so that their
+/// tops take successive cache colours) with one guard below the lowest; fills `out[0..<count]`.
 /// Each stack's canary lives in the top 64 bytes of the stack below it (memory that stack has
 /// already touched), so writing it costs no page. Returns 0 on success.
 int ccoro_stack_map_slab(size_t size, size_t count, ccoro_stack *out);
