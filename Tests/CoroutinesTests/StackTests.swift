@@ -69,6 +69,38 @@ struct StackTests {
         #expect(guardBytes == -1 || guardBytes >= 64 * 1024)
     }
 
+    // MARK: Cache colours
+
+    @Test("consecutive guarded stacks put their tops at different page colours modulo 128 KiB, guards intact")
+    func guardedStacksAreColoured() throws {
+        let span = Int(CCORO_COLOR_SPAN), page = Int(ccoro_page_size())
+        var stacks = [ccoro_stack](repeating: ccoro_stack(), count: span / page)
+        defer { for i in stacks.indices { ccoro_stack_unmap_guarded(&stacks[i]) } }
+        for i in stacks.indices { #expect(ccoro_stack_map_guarded(64 * 1024, &stacks[i]) == 0) }
+        var colours = Set<Int>()
+        for s in stacks {
+            let top = Int(bitPattern: s.top), base = Int(bitPattern: s.base), low = Int(bitPattern: s.guard_lo)
+            #expect(top - base == 64 * 1024 && s.size == 64 * 1024)
+            #expect(base - low >= Int(CCORO_GUARD_SIZE))
+            #expect(top <= low + s.mapping_size)
+            colours.insert(top % span)
+        }
+        // The stacks take the colours in turn (uncoloured, tops 192 KiB apart show 2). Stacks
+        // mapped meanwhile by tests running in parallel take colours too, hence not all 32.
+        #expect(colours.count >= span / page / 2)
+    }
+
+    @Test("consecutive slab slots put their tops at different page colours modulo 128 KiB")
+    func slabSlotsAreColoured() throws {
+        let span = Int(CCORO_COLOR_SPAN), page = Int(ccoro_page_size())
+        var slots = [ccoro_stack](repeating: ccoro_stack(), count: span / page)
+        #expect(ccoro_stack_map_slab(64 * 1024, slots.count, &slots) == 0)
+        defer { munmap(slots[0].mapping, slots[0].mapping_size) }
+        let colours = Set(slots.map { (Int(bitPattern: $0.top) + 64) % span })
+        #expect(colours.count == span / page)
+        #expect(slots.allSatisfy { $0.size >= 64 * 1024 - 64 && $0.class_size == 64 * 1024 })
+    }
+
     @Test("a coroutine without stackSize gets 256 KiB and can use most of it")
     func defaultStackUsable() async throws {
         let (size, sum) = try await Kit.run { () -> (Int, Int) in
