@@ -67,9 +67,11 @@ extension Coroutine {
             let deadline = deadlineNanoseconds(after: duration)
             if deadline <= ccoro_now_ns() {
                 scope.expired = true          // no time at all: the first suspending call times out
+                c.expiredTimeoutScopes += 1
             } else {
                 scope.timer = c.scheduler.timers.schedule(deadline: deadline) { [unowned c] in
                     scope.expired = true
+                    c.expiredTimeoutScopes += 1
                     scope.timer = nil
                     c.interruptWait(.timedOut)
                 }
@@ -77,6 +79,7 @@ extension Coroutine {
             c.timeoutScopes.append(scope)
             defer {
                 if let i = c.timeoutScopes.lastIndex(where: { $0 === scope }) { c.timeoutScopes.remove(at: i) }
+                if scope.expired { c.expiredTimeoutScopes -= 1 }
                 if let t = scope.timer { c.scheduler.timers.remove(t) }
             }
             let value: Value

@@ -93,10 +93,17 @@ extension Coroutine {
     }
 
     /// Throws if a suspending operation must not proceed: cancelled, or a timeout scope expired.
-    @usableFromInline @inline(__always)
+    /// Two loads from the object's first cache line on the fast path.
+    @inlinable @inline(__always)
     func checkInterrupts() throws {
+        if _slowPath(hasPendingInterrupt) { try throwInterrupt() }
+    }
+
+    /// Throws the pending interrupt: `CancellationError` first, else the expired timeout.
+    @usableFromInline
+    func throwInterrupt() throws {
         if cancelledFlag.load(ordering: .sequentiallyConsistent) { throw CancellationError() }
-        if hasExpiredTimeout { throw timedOutError() }
+        if expiredTimeoutScopes > 0 { throw timedOutError() }
     }
 
     /// `CoroutineError.timedOut`, recorded on the expired scopes as delivered.
@@ -106,13 +113,9 @@ extension Coroutine {
     }
 
     /// Whether cancellation or an expired `withTimeout` scope forbids suspending now.
-    @inline(__always)
+    @inlinable @inline(__always)
     var hasPendingInterrupt: Bool {
-        cancelledFlag.load(ordering: .sequentiallyConsistent) || hasExpiredTimeout
-    }
-
-    private var hasExpiredTimeout: Bool {
-        !timeoutScopes.isEmpty && timeoutScopes.contains { $0.expired }
+        cancelledFlag.load(ordering: .sequentiallyConsistent) || expiredTimeoutScopes > 0
     }
 
     /// Takes the suspension armed at epoch `e`: moves the odd epoch to the next even value

@@ -32,6 +32,9 @@ public final class Coroutine: @unchecked Sendable, Hashable, CustomStringConvert
     @exclusivity(unchecked) var record: UnsafeMutablePointer<ccoro_stack_record>?
     /// Active `withTimeout` scopes, innermost last. Confined to the scheduler's thread.
     @exclusivity(unchecked) var timeoutScopes: [TimeoutScope] = []
+    /// How many of `timeoutScopes` have expired, so that the check before every suspending
+    /// operation reads one word. Confined to the scheduler's thread.
+    @usableFromInline @exclusivity(unchecked) var expiredTimeoutScopes = 0
     /// Even: not waiting. Odd: a suspension is armed; a waker claims it by moving it to the next
     /// even value (compare-and-swap), so exactly one of completion, cancellation and timeout wins.
     /// Any thread.
@@ -39,7 +42,7 @@ public final class Coroutine: @unchecked Sendable, Hashable, CustomStringConvert
     /// Why the last suspension ended. Written by the claimer before it enqueues the coroutine
     /// (the enqueue orders it before the read after resumption).
     @exclusivity(unchecked) var wakeReason = WakeReason.completed
-    let cancelledFlag = Atomic<Bool>(false)
+    @usableFromInline let cancelledFlag = Atomic<Bool>(false)
     let statusValue = Atomic<UInt8>(CoroutineStatus.created.rawValue)
     let waitKindValue = Atomic<UInt8>(WaitKind.none.rawValue)
     /// Whether the coroutine was switched to at least once (the first switch enters the

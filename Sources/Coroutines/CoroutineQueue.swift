@@ -23,6 +23,11 @@ struct CoroutineQueue {
     var firstUnretained: Unmanaged<Coroutine>? { count == 0 ? nil : buffer[head] }
 
     /// The head, without removing it.
+    /// The coroutine `offset` places behind the head, unretained, or nil.
+    func peek(_ offset: Int) -> Unmanaged<Coroutine>? {
+        offset < count ? buffer[(head + offset) & mask] : nil
+    }
+
     var first: Coroutine? { count == 0 ? nil : buffer[head].takeUnretainedValue() }
 
     mutating func append(_ c: __owned Coroutine) {

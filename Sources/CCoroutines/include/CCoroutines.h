@@ -209,6 +209,18 @@ static inline void ccoro_prefetch_context(const ccoro_context *ctx) {
   __builtin_prefetch(sp + 64);
 }
 
+/// Asks the CPU to start loading the cache line at `p`.
+static inline void ccoro_prefetch(const void *p) {
+  __builtin_prefetch(p);
+}
+
+/// Like `ccoro_prefetch_context`, for the frames a resumed coroutine returns through: the `lines`
+/// cache lines from the saved stack pointer up.
+static inline void ccoro_prefetch_frames(const ccoro_context *ctx, int lines) {
+  const char *sp = (const char *)ctx->sp;
+  for (int i = 0; i < lines; i++) __builtin_prefetch(sp + 64 * i);
+}
+
 /// A hint to the CPU that the caller is spinning (x86 `pause`, arm64 `yield`).
 static inline void ccoro_cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
