@@ -17,7 +17,9 @@ extension CoroutineScheduler {
         c.status = .running
         let r = c.record.unsafelyUnwrapped
         ccoro_tls_set_coroutine(Unmanaged.passUnretained(c).toOpaque(), &r.pointee.running)
-        ccoro_fiber_will_switch(r.pointee.fiber, r.pointee.stack.base, r.pointee.stack.size, &from.pointee.fake_stack, 0)
+        if ccoro_fibers_active != 0 {
+            ccoro_fiber_will_switch(r.pointee.fiber, r.pointee.stack.base, r.pointee.stack.size, &from.pointee.fake_stack, 0)
+        }
         // `ret` only where both sides suspended at the same call site: a started coroutine
         // switching directly to another (both in switchAway). Into a fresh stack's trampoline, or
         // from the loop, the return-stack prediction would miss: jump instead.
@@ -27,7 +29,7 @@ extension CoroutineScheduler {
             c.hasRun = true
             ccoro_switch_jump(&from.pointee.context, &r.pointee.context)
         }
-        ccoro_fiber_did_switch(from.pointee.fake_stack)
+        if ccoro_fibers_active != 0 { ccoro_fiber_did_switch(from.pointee.fake_stack) }
     }
 
     /// Gives up the thread on behalf of the running coroutine `c`: switches directly to the next
@@ -43,10 +45,12 @@ extension CoroutineScheduler {
             return
         }
         ccoro_tls_set_coroutine(nil, nil)
-        ccoro_fiber_will_switch(loopRecord.pointee.fiber, loopRecord.pointee.stack.base,
-                                loopRecord.pointee.stack.size, &r.pointee.fake_stack, 0)
+        if ccoro_fibers_active != 0 {
+            ccoro_fiber_will_switch(loopRecord.pointee.fiber, loopRecord.pointee.stack.base,
+                                    loopRecord.pointee.stack.size, &r.pointee.fake_stack, 0)
+        }
         ccoro_switch_jump(&r.pointee.context, &loopRecord.pointee.context)   // to the loop's call site
-        ccoro_fiber_did_switch(r.pointee.fake_stack)
+        if ccoro_fibers_active != 0 { ccoro_fiber_did_switch(r.pointee.fake_stack) }
     }
 
     /// Starts loading what the next few switches will touch, a step of the chain per switch:

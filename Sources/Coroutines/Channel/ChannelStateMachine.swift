@@ -58,6 +58,7 @@ struct ChannelStateMachine<Element> {
     /// Offers `value`: to the first receiver still waiting, else to the buffer.
     @inlinable
     mutating func send(_ value: Element) -> SendAction {
+        receivers.prefetchHead()
         if isClosed { return .closed }
         while let r = receivers.popFirst() {
             guard r.pointee.tryClaim() else { continue }
@@ -76,7 +77,8 @@ struct ChannelStateMachine<Element> {
     /// directly from the first blocked sender.
     @inlinable
     mutating func receive() -> ReceiveAction {
-        if let v = buffer.popFirst() {
+        senders.prefetchHead()
+        if !buffer.isEmpty, let v = buffer.popFirst() {   // the check inline: rendezvous channels skip a call
             while let s = senders.popFirst() {
                 guard s.pointee.tryClaim() else { continue }
                 buffer.append(s.pointee.element.assumingMemoryBound(to: Element.self).pointee)
