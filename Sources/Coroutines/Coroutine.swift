@@ -134,7 +134,7 @@ public final class Coroutine: @unchecked Sendable, Hashable, CustomStringConvert
         let target = scheduler ?? CoroutineScheduler.defaultForLaunch()
         let c = Coroutine(scheduler: target, name: name, stackSize: stackSize,
                           reportsUnobservedErrors: true, unstartedObserver: nil, body: body)
-        c.start(parent: Coroutine.current)
+        c.startUnderCurrent()
         return c
     }
 
@@ -161,8 +161,19 @@ public final class Coroutine: @unchecked Sendable, Hashable, CustomStringConvert
                           reportsUnobservedErrors: false, unstartedObserver: promise,
                           body: { try promise.runCoroutineBody() })
         promise.link(c)
-        c.start(parent: Coroutine.current)
+        c.startUnderCurrent()
         return promise
+    }
+
+    /// ``start(parent:)`` with the coroutine running on this thread, if any, as the parent
+    /// (borrowed: it is alive while it runs this code).
+    @usableFromInline
+    func startUnderCurrent() {
+        if let p = ccoro_tls_coroutine() {
+            Unmanaged<Coroutine>.fromOpaque(p)._withUnsafeGuaranteedRef { start(parent: $0) }
+        } else {
+            start(parent: nil)
+        }
     }
 
     /// Links to the parent, registers with the scheduler and queues the first run.

@@ -141,7 +141,9 @@ public final class CoroutineScheduler: @unchecked Sendable {
     /// The default scheduler for `launch(on: nil)` (SPEC §4.2).
     @usableFromInline
     static func defaultForLaunch() -> CoroutineScheduler {
-        if let c = Coroutine.current { return c.scheduler }
+        if let p = ccoro_tls_coroutine() {
+            return Unmanaged<Coroutine>.fromOpaque(p)._withUnsafeGuaranteedRef { $0.scheduler }
+        }
         if let s = current { return s }
         if isMainThread() { return .main }
         return SchedulerPool.default(for: .default).next()

@@ -56,7 +56,7 @@ public final class CoroutineActor<Message: Sendable, Reply: Sendable>: Sendable 
                                       throw error
                                   }
                               })
-        coroutine.start(parent: Coroutine.current)
+        coroutine.startUnderCurrent()
     }
 
     /// Sends `message` to the actor.

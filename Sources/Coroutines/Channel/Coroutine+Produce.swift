@@ -35,7 +35,7 @@ extension Coroutine {
                                          channel.close(throwing: error)
                                      }
                                  })
-        producer.start(parent: Coroutine.current)
+        producer.startUnderCurrent()
         return channel
     }
 }
