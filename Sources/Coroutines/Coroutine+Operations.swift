@@ -39,7 +39,7 @@ extension Coroutine {
             try c.checkInterrupts()
             Unmanaged.passUnretained(c.scheduler)._withUnsafeGuaranteedRef { s in
                 c.status = .ready
-                s.runQueue.append(c)
+                s.runQueue.append(Unmanaged.passUnretained(c))
                 c.waitKindValue.store(WaitKind.yield.rawValue, ordering: .relaxed)
                 s.switchAway(from: c)
             }

@@ -47,6 +47,27 @@ struct WaitTicket: Sendable {
     }
 }
 
+/// A coroutine whose suspension a waker has claimed (``Coroutine/tryClaim(epoch:)``) and must
+/// now make ready: the unretained counterpart of a claimed ``WaitTicket``, for channel hand-offs.
+///
+/// No reference is needed: a claimed coroutine cannot run, so it cannot finish, until it is
+/// made ready, and until it finishes its scheduler's registry keeps it alive.
+@usableFromInline
+struct ClaimedCoroutine {
+    @usableFromInline let coroutine: Unmanaged<Coroutine>
+
+    @inlinable
+    init(_ coroutine: Unmanaged<Coroutine>) {
+        self.coroutine = coroutine
+    }
+
+    /// Makes the coroutine ready as a normal completion. Any thread; call it without locks.
+    @inlinable
+    func wake() {
+        Coroutine.wake(claimed: coroutine)
+    }
+}
+
 /// A `withTimeout` scope of one coroutine. Confined to the coroutine's scheduler thread.
 final class TimeoutScope {
     var expired = false
@@ -138,10 +159,34 @@ extension Coroutine {
     @usableFromInline
     func wakeClaimed(_ reason: WakeReason) {
         wakeReason = reason
-        scheduler.makeReady(self)
+        // On its own thread, queued without a reference (CoroutineQueue's invariant holds: a
+        // claimed coroutine is suspended); from another thread the incoming queue takes one.
+        let s = Unmanaged.passUnretained(scheduler)
+        if s._withUnsafeGuaranteedRef({ $0.isOnOwnThread }) {
+            s._withUnsafeGuaranteedRef { $0.makeReadyOnOwnThread(self) }
+        } else {
+            scheduler.makeReady(self)
+        }
     }
 
-    /// ``wakeClaimed(_:)`` taking over the caller's reference (no extra retain for the run queue).
+    /// ``wakeClaimed(_:)`` for a ``ClaimedCoroutine``: on the same thread without reference
+    /// counting; from another thread through the incoming queue, which holds a reference.
+    @usableFromInline
+    static func wake(claimed u: Unmanaged<Coroutine>) {
+        let queued = u._withUnsafeGuaranteedRef { c in
+            let s = Unmanaged.passUnretained(c.scheduler)
+            guard s._withUnsafeGuaranteedRef({ $0.isOnOwnThread }) else { return false }
+            c.wakeReason = .completed
+            s._withUnsafeGuaranteedRef { $0.makeReadyOnOwnThread(c) }
+            return true
+        }
+        // Another thread: once queued there, it may run to its end at once, so the queue's
+        // reference is taken first.
+        if !queued { wake(u.takeUnretainedValue(), .completed) }
+    }
+
+    /// ``wakeClaimed(_:)`` with a reference of the caller's (a ``WaitTicket``'s), which the
+    /// incoming queue takes over from another thread and which is dropped once queued here.
     @usableFromInline
     static func wake(_ c: __owned Coroutine, _ reason: WakeReason) {
         c.wakeReason = reason

@@ -1,9 +1,15 @@
-/// The FIFO run queue of ready coroutines of one scheduler: a power-of-two ring of retained
-/// references in manually managed memory, so an enqueue costs one retain and a dequeue hands
-/// that reference over (no array uniqueness checks, no optional enum payloads).
+/// The FIFO run queue of ready coroutines of one scheduler: a power-of-two ring of unretained
+/// references in manually managed memory (no reference counting, no array uniqueness checks, no
+/// optional enum payloads).
+///
+/// - Invariant: every queued coroutine is in its scheduler's registry, whose reference keeps it
+///   alive: a coroutine is queued when admitted (registered first) or made ready (suspended, so
+///   not finished), and leaves the registry only when reaped after it finished, or through
+///   `finishUnstarted` after it was taken off this queue. So the queue needs no reference of
+///   its own, and taking a coroutine off it costs no release on a long-cold object.
 ///
 /// Not thread-safe: confined to its scheduler's thread. The owner calls `deallocate()`.
-/// - Complexity: amortised O(1) `append`, O(1) `popFirst`.
+/// - Complexity: amortised O(1) `append`, O(1) `popFirst` and `peek(_:)`.
 struct CoroutineQueue {
     private var buffer: UnsafeMutablePointer<Unmanaged<Coroutine>>
     private var mask: Int
@@ -19,29 +25,24 @@ struct CoroutineQueue {
 
     var isEmpty: Bool { count == 0 }
 
-    /// The head, without removing it and without retaining it.
-    var firstUnretained: Unmanaged<Coroutine>? { count == 0 ? nil : buffer[head] }
-
-    /// The head, without removing it.
-    /// The coroutine `offset` places behind the head, unretained, or nil.
+    /// The coroutine `offset` places behind the head (0: the head), or nil.
     func peek(_ offset: Int) -> Unmanaged<Coroutine>? {
         offset < count ? buffer[(head + offset) & mask] : nil
     }
 
-    var first: Coroutine? { count == 0 ? nil : buffer[head].takeUnretainedValue() }
-
-    mutating func append(_ c: __owned Coroutine) {
+    /// Queues `c` at the back. The caller guarantees the invariant above.
+    mutating func append(_ c: Unmanaged<Coroutine>) {
         if count == mask + 1 { grow() }
-        buffer[(head + count) & mask] = .passRetained(c)
+        buffer[(head + count) & mask] = c
         count += 1
     }
 
-    mutating func popFirst() -> Coroutine? {
+    mutating func popFirst() -> Unmanaged<Coroutine>? {
         guard count > 0 else { return nil }
         let u = buffer[head]
         head = (head + 1) & mask
         count -= 1
-        return u.takeRetainedValue()
+        return u
     }
 
     private mutating func grow() {
@@ -54,9 +55,8 @@ struct CoroutineQueue {
         head = 0
     }
 
-    /// Releases the queued references and the memory.
+    /// Frees the memory (the queued coroutines belong to the registry).
     mutating func deallocate() {
-        while popFirst() != nil {}
         buffer.deallocate()
     }
 }

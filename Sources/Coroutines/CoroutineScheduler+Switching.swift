@@ -41,7 +41,8 @@ extension CoroutineScheduler {
         if directBudget > 0, let next = takeDirectSuccessor() {
             directBudget -= 1
             prefetchAhead()
-            transfer(from: r, to: next)
+            // Borrowed: the registry keeps `next` alive while it runs (CoroutineQueue).
+            next._withUnsafeGuaranteedRef { transfer(from: r, to: $0) }
             return
         }
         ccoro_tls_set_coroutine(nil, nil)
@@ -69,8 +70,8 @@ extension CoroutineScheduler {
     }
 
     /// The head of the run queue if it is a coroutine that can run at once.
-    private func takeDirectSuccessor() -> Coroutine? {
-        guard let head = runQueue.firstUnretained else { return nil }
+    private func takeDirectSuccessor() -> Unmanaged<Coroutine>? {
+        guard let head = runQueue.peek(0) else { return nil }
         let runnable = head._withUnsafeGuaranteedRef { next in
             if next.record != nil { return true }
             // Only a stack from this scheduler's cache: mapping a fresh one runs deep code

@@ -229,7 +229,7 @@ public final class CoroutineScheduler: @unchecked Sendable {
             }
         }
         if isOnOwnThread {
-            runQueue.append(c)
+            runQueue.append(Unmanaged.passUnretained(c))
         } else if !post(.coroutine(c)) {
             c.finishUnstarted(CoroutineError.schedulerStopped)
         }
@@ -257,18 +257,25 @@ public final class CoroutineScheduler: @unchecked Sendable {
     }
 
     /// Makes a suspended coroutine ready. Any thread; on another thread it goes through the
-    /// incoming queue and runs after the coroutine has finished switching out.
+    /// incoming queue (which keeps `c`'s reference) and runs after the coroutine has finished
+    /// switching out. The run queue itself holds no reference (``CoroutineQueue``).
     func makeReady(_ c: __owned Coroutine) {
         if isOnOwnThread {
-            c.status = .ready
-            if let r = c.record { ccoro_prefetch_context(&r.pointee.context) }
-            runQueue.append(c)
+            makeReadyOnOwnThread(c)
         } else {
             // `c` outlives `post` explicitly: callers (`Coroutine.wake`) borrow this scheduler
             // through `c`, and once `c` is in the incoming queue the loop may run it to its end.
             let accepted = withExtendedLifetime(c) { post(.coroutine(c)) }
             precondition(accepted, "internal inconsistency: a suspended coroutine on stopped scheduler \(name)")
         }
+    }
+
+    /// Queues a suspended coroutine whose suspension was claimed. On this scheduler's thread.
+    @inline(__always)
+    func makeReadyOnOwnThread(_ c: Coroutine) {
+        c.status = .ready
+        if let r = c.record { ccoro_prefetch_context(&r.pointee.context) }
+        runQueue.append(Unmanaged.passUnretained(c))
     }
 
     /// Runs `job` on the scheduler's loop (outside any coroutine). Any thread. If the scheduler
@@ -315,7 +322,7 @@ public final class CoroutineScheduler: @unchecked Sendable {
             switch item {
             case .coroutine(let c):
                 c.status = .ready
-                runQueue.append(c)
+                runQueue.append(Unmanaged.passUnretained(c))
             case .job(let job):
                 jobs.append(job)
             }
@@ -348,8 +355,8 @@ public final class CoroutineScheduler: @unchecked Sendable {
                 pendingJobs -= 1
             }
             var budget = 128
-            while budget > 0, let c = runQueue.popFirst() {
-                resumeFromLoop(c)
+            while budget > 0, let u = runQueue.popFirst() {
+                resumeFromLoop(u)
                 budget -= 1
             }
             if stopRequested.load(ordering: .sequentiallyConsistent) && !stopHandled {
@@ -436,19 +443,20 @@ public final class CoroutineScheduler: @unchecked Sendable {
         loopRecord.pointee.stack.size = size
     }
 
-    private func resumeFromLoop(_ c: Coroutine) {
-        if c.record == nil {
-            if c.cancelledFlag.load(ordering: .sequentiallyConsistent) {
-                c.finishUnstarted(CancellationError())
-                return
-            }
-            guard prepareStack(c) else {
-                c.finishUnstarted(CoroutineError.stackUnavailable)
-                return
-            }
+    private func resumeFromLoop(_ u: Unmanaged<Coroutine>) {
+        // Borrowed from the registry (CoroutineQueue); finishing an unstarted coroutine
+        // unregisters it, so that takes a reference of its own for the call.
+        let unstartedError: (any Error)? = u._withUnsafeGuaranteedRef { c in
+            guard c.record == nil else { return nil }
+            if c.cancelledFlag.load(ordering: .sequentiallyConsistent) { return CancellationError() }
+            return prepareStack(c) ? nil : CoroutineError.stackUnavailable
+        }
+        if let unstartedError {
+            u.takeUnretainedValue().finishUnstarted(unstartedError)
+            return
         }
         directBudget = 64
-        transfer(from: loopRecord, to: c)
+        u._withUnsafeGuaranteedRef { transfer(from: loopRecord, to: $0) }
         if let f = finishedCoroutine {
             finishedCoroutine = nil
             // Borrowed under the registry's reference, which is given back only after the
@@ -553,7 +561,7 @@ public final class CoroutineScheduler: @unchecked Sendable {
     private func drainRunQueue() -> [Runnable] {
         var items: [Runnable] = []
         while let job = jobs.popFirst() { items.append(.job(job)) }
-        while let c = runQueue.popFirst() { items.append(.coroutine(c)) }
+        while let u = runQueue.popFirst() { items.append(.coroutine(u.takeUnretainedValue())) }
         return items
     }
 }

@@ -12,7 +12,8 @@ import Darwin
 /// Stacks are pooled per size and reused. Up to ``guardedCap`` stacks live at once as guarded
 /// mappings (stack + PROT_NONE guard: two kernel mappings each); beyond the cap, stacks are cut
 /// from slabs of many stacks sharing one mapping, protected by a canary word that
-/// ``StackAllocator/checkCanary(_:)`` verifies at every suspend.
+/// ``StackAllocator/checkCanary(_:)`` verifies at every suspend. Either way, successive stacks'
+/// tops take successive cache colours (page offsets modulo `CCORO_COLOR_SPAN`, stack.c).
 ///
 /// Threading: all methods are thread-safe (one `Mutex`); the hot path is one uncontended lock.
 final class StackAllocator: Sendable {

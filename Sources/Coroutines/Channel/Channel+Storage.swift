@@ -93,7 +93,7 @@ extension Channel {
     func complete(_ action: __owned ChannelStateMachine<Element>.SendAction) throws -> Bool {
         switch consume action {
         case .delivered(let receiver):
-            receiver.wakeClaimed()
+            receiver.wake()
             return true
         case .buffered:
             return true
@@ -111,7 +111,7 @@ extension Channel {
     func complete(_ action: __owned ChannelStateMachine<Element>.ReceiveAction) throws -> Element? {
         switch consume action {
         case .value(let v, let sender):
-            sender?.wakeClaimed()
+            sender?.wake()
             return v
         case .closed(let error):
             throw error

@@ -35,7 +35,7 @@ struct ChannelStateMachine<Element> {
     @usableFromInline
     enum SendAction {
         /// Handed to a waiting receiver, whose ticket was claimed: wake it after unlocking.
-        case delivered(WaitTicket)
+        case delivered(ClaimedCoroutine)
         /// Stored in the buffer.
         case buffered
         /// The channel is closed: the value was not taken.
@@ -48,7 +48,7 @@ struct ChannelStateMachine<Element> {
     @usableFromInline
     enum ReceiveAction {
         /// A value; if a blocked sender was claimed (its value moved), wake it after unlocking.
-        case value(Element, wake: WaitTicket?)
+        case value(Element, wake: ClaimedCoroutine?)
         /// Closed and drained: receivers get this error (`ChannelError.closed` or the close error).
         case closed(any Error)
         /// Nothing to receive now.
@@ -64,7 +64,7 @@ struct ChannelStateMachine<Element> {
             guard r.pointee.tryClaim() else { continue }
             r.pointee.element.assumingMemoryBound(to: Element.self).initialize(to: value)
             r.pointee.outcome.pointee.caseIndex = r.pointee.caseIndex
-            return .delivered(r.pointee.ticket)
+            return .delivered(ClaimedCoroutine(r.pointee.coroutine))
         }
         if buffer.count < capacity {
             buffer.append(value)
@@ -83,7 +83,7 @@ struct ChannelStateMachine<Element> {
                 guard s.pointee.tryClaim() else { continue }
                 buffer.append(s.pointee.element.assumingMemoryBound(to: Element.self).pointee)
                 s.pointee.outcome.pointee.caseIndex = s.pointee.caseIndex
-                return .value(v, wake: s.pointee.ticket)
+                return .value(v, wake: ClaimedCoroutine(s.pointee.coroutine))
             }
             return .value(v, wake: nil)
         }
@@ -91,7 +91,7 @@ struct ChannelStateMachine<Element> {
             guard s.pointee.tryClaim() else { continue }
             let v = s.pointee.element.assumingMemoryBound(to: Element.self).pointee
             s.pointee.outcome.pointee.caseIndex = s.pointee.caseIndex
-            return .value(v, wake: s.pointee.ticket)
+            return .value(v, wake: ClaimedCoroutine(s.pointee.coroutine))
         }
         return isClosed ? .closed(receiveError) : .empty
     }

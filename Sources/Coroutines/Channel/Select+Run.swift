@@ -49,7 +49,7 @@ extension Select {
             selectUnlock(locks, lockCount)
             if ready == n { return try timeoutBody.unsafelyUnwrapped.pointee() }
             if polled.closed { return try selectFinish(cases + ready, closed: true) }
-            polled.peer.take()?.wakeClaimed()
+            polled.peer.take()?.wake()
             return try selectFinish(cases + ready, closed: false)
         }
         if let otherwiseBody {

@@ -46,7 +46,7 @@ struct SelectCase {
     @usableFromInline
     struct Polled {
         /// A blocked peer whose operation `poll` completed (claimed): wake it.
-        @usableFromInline var peer: WaitTicket?
+        @usableFromInline var peer: ClaimedCoroutine?
         /// The channel was closed: run `finishClosed` instead of `finish`.
         @usableFromInline var closed = false
 
