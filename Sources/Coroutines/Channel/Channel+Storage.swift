@@ -125,11 +125,16 @@ extension Channel {
     @usableFromInline
     func close(error: (any Error)?) -> Bool {
         lock.lock()
-        let woken = state.close(error: error)
+        let (closed, woken) = state.close(error: error)
         lock.unlock()
-        guard let woken else { return false }
-        for t in woken { t.wakeClaimed() }
-        return true
+        var next = woken
+        while let w = next {
+            // Read the link first: the record is on the woken coroutine's stack, which may
+            // unwind as soon as it is made ready (on another thread).
+            next = w.pointee.next
+            ClaimedCoroutine(w.pointee.coroutine).wake()
+        }
+        return closed
     }
 
     /// What a receive on this closed, drained channel throws.

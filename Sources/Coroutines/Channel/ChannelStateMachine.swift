@@ -97,22 +97,28 @@ struct ChannelStateMachine<Element> {
     }
 
     /// Closes the channel. Claims every waiter and marks its outcome closed.
-    /// - Returns: The tickets to wake after unlocking, or nil if it was already closed.
+    ///
+    /// Allocates nothing under the lock: the claimed records are chained through their `next`
+    /// links, off every queue (so `contains` is false for them). A claimed record stays valid
+    /// until its coroutine is made ready, which only the caller does, after unlocking.
+    /// - Returns: false if it was already closed; else true and the first claimed record
+    ///   (receivers first, then senders, each in FIFO order), or nil if none waited.
     @inlinable
-    mutating func close(error: (any Error)?) -> [WaitTicket]? {
-        if isClosed { return nil }
+    mutating func close(error: (any Error)?) -> (closed: Bool, woken: UnsafeMutablePointer<ChannelWaiter>?) {
+        if isClosed { return (false, nil) }
         isClosed = true
         closeError = error
-        var woken: [WaitTicket] = []
-        // Receivers first, then senders, each in FIFO order.
+        var first: UnsafeMutablePointer<ChannelWaiter>?
+        var last: UnsafeMutablePointer<ChannelWaiter>?
         while let w = receivers.popFirst() ?? senders.popFirst() {
             guard w.pointee.tryClaim() else { continue }
             w.pointee.outcome.pointee.closed = true
             w.pointee.outcome.pointee.caseIndex = w.pointee.caseIndex
-            woken.append(w.pointee.ticket)
+            if let last { last.pointee.next = w } else { first = w }
+            last = w
         }
         assertInvariants()
-        return woken
+        return (true, first)
     }
 
     /// The error receivers get once the channel is closed and drained.

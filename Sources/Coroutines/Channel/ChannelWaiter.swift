@@ -28,12 +28,13 @@ struct WaitOutcome {
 /// at uninitialised memory for one `Element`, which the claimer initialises. Only the waker that
 /// wins ``tryClaim()`` touches them, under the channel's lock, so the hand-off and the
 /// state change are one atomic step (SPEC §6.7). A `select` publishes one record per case, all
-/// with the same ticket, so exactly one case wins.
+/// with the same coroutine and epoch, so exactly one case wins.
 ///
 /// The record refers to its coroutine without retaining it: it is reachable from a queue only
 /// while that coroutine is suspended in the operation that queued it, and a suspended coroutine
-/// is kept alive by its scheduler's registry. A waker that claims the record takes a strong
-/// ``ticket`` before it releases the channel's lock.
+/// is kept alive by its scheduler's registry. A waker that claims the record wakes it after
+/// releasing the channel's lock as a ``ClaimedCoroutine``, still without a reference: a claimed
+/// coroutine cannot run, so cannot finish, until it is made ready.
 @usableFromInline
 struct ChannelWaiter {
     @usableFromInline let coroutine: Unmanaged<Coroutine>
@@ -64,8 +65,6 @@ struct ChannelWaiter {
         coroutine._withUnsafeGuaranteedRef { $0.tryClaim(epoch: epoch) }
     }
 
-    /// A ticket that keeps the coroutine alive, to wake it after the channel's lock is released.
-    @inlinable var ticket: WaitTicket { WaitTicket(coroutine: coroutine.takeUnretainedValue(), epoch: epoch) }
 }
 
 /// A FIFO queue of channel waiters: a doubly linked list of records on the waiters' stacks.
