@@ -132,18 +132,22 @@ struct LifetimeBreakTests {
         defer { a.stop(); b.stop() }
         let stop = Kit.Box(false)
         let dumps = Kit.Counter()
+        let dumping = Promise<Void>()
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask {
                 try await Kit.onPlainThread {
                     while !stop.value {
                         let text = Coroutine.dumpAll()
                         precondition(!text.isEmpty)
-                        dumps.increment()
+                        if dumps.increment() == 1 { dumping.fulfill(()) }
                     }
                 }
             }
             group.addTask {
                 defer { stop.value = true }
+                // Launch only once the dumper runs: on a loaded machine the launches could
+                // otherwise all be over before its thread starts.
+                try await dumping.value
                 try await Kit.onPlainThreads(2) { k in
                     let s = k == 0 ? a : b
                     for i in 0..<3000 {
