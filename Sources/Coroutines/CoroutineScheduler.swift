@@ -225,6 +225,9 @@ public final class CoroutineScheduler: @unchecked Sendable {
                 c.cancelledFlag.store(true, ordering: .sequentiallyConsistent)
             } else {
                 c.finishUnstarted(CoroutineError.schedulerStopped)
+                // The loop may have seen `c` registered and parked, waiting for the live count
+                // to reach zero: it must look again.
+                wakeLoop()
                 return
             }
         }
@@ -381,8 +384,12 @@ public final class CoroutineScheduler: @unchecked Sendable {
             }
             StackAllocator.shared.trimIfNeeded()
             parked.store(true, ordering: .sequentiallyConsistent)
+            // Re-checked after announcing the park (each writer changes its condition, then
+            // wakes a parked loop): posted work, a stop request, or — a launch racing with stop
+            // finishes its coroutine on the launching thread — nothing left to wait for.
             if incomingCount.load(ordering: .sequentiallyConsistent) > 0
-                || (stopRequested.load(ordering: .sequentiallyConsistent) && !stopHandled) {
+                || (stopRequested.load(ordering: .sequentiallyConsistent) && !stopHandled)
+                || done() {
                 parked.store(false, ordering: .sequentiallyConsistent)
                 continue
             }
