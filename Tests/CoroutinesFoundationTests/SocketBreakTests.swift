@@ -90,30 +90,30 @@ struct SocketBreakTests {
         let s = CoroutineScheduler(name: "reuse-loop")
         defer { s.stop() }
         try await Coroutine.run {
-            let server = try EchoServer(pool: SchedulerPool.default(for: .default))
-            for round in 0..<150 {
-                let sock = try Coroutine.async(on: s) { try TCPSocket.connect(host: "127.0.0.1", port: server.port) }.await()
-                let reader = Coroutine.async(on: s) { () -> String in
-                    do { _ = try sock.read(upTo: 10); return "read" }
-                    catch is CancellationError { return "cancelled" }
-                    catch SocketError.closed { return "closed" }
+            try withEchoServer { server in
+                for round in 0..<150 {
+                    let sock = try Coroutine.async(on: s) { try server.connect() }.await()
+                    let reader = Coroutine.async(on: s) { () -> String in
+                        do { _ = try sock.read(upTo: 10); return "read" }
+                        catch is CancellationError { return "cancelled" }
+                        catch SocketError.closed { return "closed" }
+                    }
+                    try Coroutine.delay(.microseconds(Int64(round % 5) * 50))
+                    if round % 2 == 0 { reader.cancel() }
+                    let t = Thread { sock.close() }
+                    t.start()
+                    let r = try? reader.await()
+                    if r == "read" { Issue.record("round \(round): a read returned without data") }
+                    // A fresh socket likely gets the same number: it must work on the same scheduler.
+                    let echoed = try Coroutine.async(on: s) { () -> [UInt8] in
+                        let fresh = try server.connect()
+                        defer { fresh.close() }
+                        try fresh.write("r\(round)")
+                        return try Coroutine.withTimeout(.seconds(5)) { try readExactly(fresh, "r\(round)".utf8.count) }
+                    }.await()
+                    #expect(echoed == Array("r\(round)".utf8))
                 }
-                try Coroutine.delay(.microseconds(Int64(round % 5) * 50))
-                if round % 2 == 0 { reader.cancel() }
-                let t = Thread { sock.close() }
-                t.start()
-                let r = try? reader.await()
-                if r == "read" { Issue.record("round \(round): a read returned without data") }
-                // A fresh socket likely gets the same number: it must work on the same scheduler.
-                let echoed = try Coroutine.async(on: s) { () -> [UInt8] in
-                    let fresh = try TCPSocket.connect(host: "127.0.0.1", port: server.port)
-                    defer { fresh.close() }
-                    try fresh.write("r\(round)")
-                    return try Coroutine.withTimeout(.seconds(5)) { try readExactly(fresh, "r\(round)".utf8.count) }
-                }.await()
-                #expect(echoed == Array("r\(round)".utf8))
             }
-            try server.stop()
         }
     }
 }
