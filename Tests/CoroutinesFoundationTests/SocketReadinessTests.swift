@@ -51,18 +51,18 @@ struct SocketReadinessTests {
             try withEchoServer { server in
                 for _ in 0..<30 {
                     let socket = try server.connect()
-                    let parked = Promise<Void>()
+                    let parked = Promise<Coroutine>()
                     // async, not launch: the reader ends with SocketError.closed, which a launched
                     // coroutine would also report as unobserved.
-                    let reader = Coroutine.async(on: scheduler) {
+                    let reader = Coroutine.async(on: scheduler, name: "parked-reader") {
                         // The first read registers the socket on this scheduler and finds nothing.
                         #expect(throws: CoroutineError.timedOut) {
                             try Coroutine.withTimeout(.milliseconds(1)) { _ = try socket.read(upTo: 16) }
                         }
-                        parked.fulfill(())
+                        parked.fulfill(Coroutine.current!)
                         _ = try socket.read(upTo: 16)
                     }
-                    try parked.await()
+                    try waitUntilSuspended(try parked.await(), in: .readable)
                     let closed = DispatchSemaphore(value: 0)
                     Thread { socket.close(); closed.signal() }.start()
                     closed.wait()
@@ -89,9 +89,9 @@ struct SocketReadinessTests {
             try withEchoServer { server in
                 let socket = try server.connect()
                 for round in 0..<20 {
-                    let reader = Coroutine.launch(on: scheduler) { _ = try socket.read(upTo: 16) }
+                    let reader = Coroutine.launch(on: scheduler, name: "interrupted-reader") { _ = try socket.read(upTo: 16) }
                     if round % 2 == 0 {
-                        try Coroutine.async(on: scheduler) { try Coroutine.yield() }.await()
+                        try waitUntilSuspended(reader, in: .readable)
                         reader.cancel()
                         try reader.join()
                         #expect(reader.error is CancellationError)

@@ -75,9 +75,9 @@ struct SocketTests {
         try await Coroutine.run {
             try withEchoServer { server in
                 let socket = try server.connect()
-                // Given: a reader blocked on this scheduler (it runs until it suspends when we yield).
+                // Given: a reader blocked on this scheduler.
                 let reader = Coroutine.launch(name: "blocked-reader") { _ = try socket.read(upTo: 16) }
-                try Coroutine.yield()
+                try waitUntilSuspended(reader, in: .readable)
                 #expect(!reader.isFinished)
                 // When / Then: a second reader is refused; a writer is not (one reader + one writer).
                 #expect(throws: SocketError.busy) { try socket.read(upTo: 16) }
@@ -118,7 +118,7 @@ struct SocketTests {
                 let writer = Coroutine.launch(name: "blocked-writer") {
                     try socket.write([UInt8](repeating: 1, count: 64 << 20))
                 }
-                try Coroutine.yield()
+                try waitUntilSuspended(writer, in: .writable)
                 #expect(!writer.isFinished)
                 #expect(throws: SocketError.busy) { try socket.write("second writer") }
                 socket.close()
@@ -171,7 +171,7 @@ struct SocketTests {
         try await Coroutine.run {
             let listener = try TCPListener.bind(host: "127.0.0.1", port: 0)
             let acceptor = Coroutine.launch(name: "acceptor") { _ = try listener.accept() }
-            try Coroutine.yield()
+            try waitUntilSuspended(acceptor, in: .readable)
             #expect(!acceptor.isFinished)
             listener.close()
             try acceptor.join()
@@ -198,7 +198,7 @@ struct SocketTests {
             try withEchoServer { server in
                 let socket = try server.connect()
                 let reader = Coroutine.launch(name: "cancelled-reader") { _ = try socket.read(upTo: 16) }
-                try Coroutine.yield()
+                try waitUntilSuspended(reader, in: .readable)
                 #expect(!reader.isFinished)
                 reader.cancel()
                 try reader.join()
