@@ -76,8 +76,7 @@ struct SocketTests {
             try withEchoServer { server in
                 let socket = try server.connect()
                 // Given: a reader blocked on this scheduler.
-                let reader = Coroutine.launch(name: "blocked-reader") { _ = try socket.read(upTo: 16) }
-                try waitUntilSuspended(reader, in: .readable)
+                let reader = try launchUntilSuspended(name: "blocked-reader", in: .readable) { _ = try socket.read(upTo: 16) }
                 #expect(!reader.isFinished)
                 // When / Then: a second reader is refused; a writer is not (one reader + one writer).
                 #expect(throws: SocketError.busy) { try socket.read(upTo: 16) }
@@ -115,10 +114,9 @@ struct SocketTests {
         try await Coroutine.run {
             // A peer that accepts and never reads: a large write fills both socket buffers and waits.
             try withConnectedPair { socket, _ in
-                let writer = Coroutine.launch(name: "blocked-writer") {
+                let writer = try launchUntilSuspended(name: "blocked-writer", in: .writable) {
                     try socket.write([UInt8](repeating: 1, count: 64 << 20))
                 }
-                try waitUntilSuspended(writer, in: .writable)
                 #expect(!writer.isFinished)
                 #expect(throws: SocketError.busy) { try socket.write("second writer") }
                 socket.close()
@@ -170,8 +168,8 @@ struct SocketTests {
     func closeWakesAccept() async throws {
         try await Coroutine.run {
             let listener = try TCPListener.bind(host: "127.0.0.1", port: 0)
-            let acceptor = Coroutine.launch(name: "acceptor") { _ = try listener.accept() }
-            try waitUntilSuspended(acceptor, in: .readable)
+            defer { listener.close() }   // also when the test throws (close is idempotent)
+            let acceptor = try launchUntilSuspended(name: "acceptor", in: .readable) { _ = try listener.accept() }
             #expect(!acceptor.isFinished)
             listener.close()
             try acceptor.join()
@@ -197,8 +195,7 @@ struct SocketTests {
         try await Coroutine.run {
             try withEchoServer { server in
                 let socket = try server.connect()
-                let reader = Coroutine.launch(name: "cancelled-reader") { _ = try socket.read(upTo: 16) }
-                try waitUntilSuspended(reader, in: .readable)
+                let reader = try launchUntilSuspended(name: "cancelled-reader", in: .readable) { _ = try socket.read(upTo: 16) }
                 #expect(!reader.isFinished)
                 reader.cancel()
                 try reader.join()

@@ -74,3 +74,12 @@ func waitUntilSuspended(_ coroutine: Coroutine, in point: SuspensionPoint,
         if checks < 16 { try Coroutine.yield() } else { try Coroutine.delay(.milliseconds(1)) }
     }
 }
+
+/// Launches `body` as a coroutine named `name` (on `scheduler`, else this one's) and returns it
+/// once it is suspended in `point` (``waitUntilSuspended(_:in:timeout:)``).
+func launchUntilSuspended(on scheduler: CoroutineScheduler? = nil, name: String, in point: SuspensionPoint,
+                          _ body: @escaping @Sendable () throws -> Void) throws -> Coroutine {
+    let coroutine = Coroutine.launch(on: scheduler, name: name, body)
+    try waitUntilSuspended(coroutine, in: point)
+    return coroutine
+}
