@@ -20,27 +20,26 @@ struct SocketReadinessTests {
         let b = CoroutineScheduler(name: "socket-b")
         defer { a.stop(); b.stop() }
         try await Coroutine.run {
-            let server = try EchoServer(pool: SchedulerPool.default(for: .default))
-            let socket = try TCPSocket.connect(host: "127.0.0.1", port: server.port)
-            for round in 0..<40 {
-                // Alternating schedulers; each keeps its registration (and possibly stale
-                // readiness) while the other one is used.
-                let scheduler = round % 2 == 0 ? a : b
-                let message = Array("round \(round)".utf8)
-                let echoed = try Coroutine.async(on: scheduler) { () -> [UInt8] in
-                    try socket.write(message)
-                    return try Coroutine.withTimeout(.seconds(5)) { try readExactly(socket, message.count) }
-                }.await()
-                #expect(echoed == message)
+            try withEchoServer { server in
+                let socket = try server.connect()
+                for round in 0..<40 {
+                    // Alternating schedulers; each keeps its registration (and possibly stale
+                    // readiness) while the other one is used.
+                    let scheduler = round % 2 == 0 ? a : b
+                    let message = Array("round \(round)".utf8)
+                    let echoed = try Coroutine.async(on: scheduler) { () -> [UInt8] in
+                        try socket.write(message)
+                        return try Coroutine.withTimeout(.seconds(5)) { try readExactly(socket, message.count) }
+                    }.await()
+                    #expect(echoed == message)
+                }
+                // A reader on one scheduler and a writer on the other at the same time.
+                let reader = Coroutine.async(on: a) { () -> [UInt8] in
+                    try Coroutine.withTimeout(.seconds(5)) { try readExactly(socket, 5) }
+                }
+                try Coroutine.async(on: b) { try socket.write("hello") }.await()
+                #expect(try reader.await() == Array("hello".utf8))
             }
-            // A reader on one scheduler and a writer on the other at the same time.
-            let reader = Coroutine.async(on: a) { () -> [UInt8] in
-                try Coroutine.withTimeout(.seconds(5)) { try readExactly(socket, 5) }
-            }
-            try Coroutine.async(on: b) { try socket.write("hello") }.await()
-            #expect(try reader.await() == Array("hello".utf8))
-            socket.close()
-            try server.stop()
         }
     }
 
@@ -49,36 +48,36 @@ struct SocketReadinessTests {
         let scheduler = CoroutineScheduler(name: "socket-close")
         defer { scheduler.stop() }
         try await Coroutine.run {
-            let server = try EchoServer(pool: SchedulerPool.default(for: .default))
-            for _ in 0..<30 {
-                let socket = try TCPSocket.connect(host: "127.0.0.1", port: server.port)
-                let parked = Promise<Void>()
-                // async, not launch: the reader ends with SocketError.closed, which a launched
-                // coroutine would also report as unobserved.
-                let reader = Coroutine.async(on: scheduler) {
-                    // The first read registers the socket on this scheduler and finds nothing.
-                    #expect(throws: CoroutineError.timedOut) {
-                        try Coroutine.withTimeout(.milliseconds(1)) { _ = try socket.read(upTo: 16) }
+            try withEchoServer { server in
+                for _ in 0..<30 {
+                    let socket = try server.connect()
+                    let parked = Promise<Coroutine>()
+                    // async, not launch: the reader ends with SocketError.closed, which a launched
+                    // coroutine would also report as unobserved.
+                    let reader = Coroutine.async(on: scheduler, name: "parked-reader") {
+                        // The first read registers the socket on this scheduler and finds nothing.
+                        #expect(throws: CoroutineError.timedOut) {
+                            try Coroutine.withTimeout(.milliseconds(1)) { _ = try socket.read(upTo: 16) }
+                        }
+                        parked.fulfill(Coroutine.current!)
+                        _ = try socket.read(upTo: 16)
                     }
-                    parked.fulfill(())
-                    _ = try socket.read(upTo: 16)
+                    try waitUntilSuspended(try parked.await(), in: .readable)
+                    let closed = DispatchSemaphore(value: 0)
+                    Thread { socket.close(); closed.signal() }.start()
+                    closed.wait()
+                    #expect(throws: SocketError.closed) { try reader.await() }
+                    // The next connection most likely gets the same descriptor number: its
+                    // registration on this scheduler must start clean and work.
+                    let next = try server.connect()
+                    let echoed = try Coroutine.async(on: scheduler) { () -> [UInt8] in
+                        try next.write("again")
+                        return try Coroutine.withTimeout(.seconds(5)) { try readExactly(next, 5) }
+                    }.await()
+                    #expect(echoed == Array("again".utf8))
+                    next.close()
                 }
-                try parked.await()
-                let closed = DispatchSemaphore(value: 0)
-                Thread { socket.close(); closed.signal() }.start()
-                closed.wait()
-                #expect(throws: SocketError.closed) { try reader.await() }
-                // The next connection most likely gets the same descriptor number: its
-                // registration on this scheduler must start clean and work.
-                let next = try TCPSocket.connect(host: "127.0.0.1", port: server.port)
-                let echoed = try Coroutine.async(on: scheduler) { () -> [UInt8] in
-                    try next.write("again")
-                    return try Coroutine.withTimeout(.seconds(5)) { try readExactly(next, 5) }
-                }.await()
-                #expect(echoed == Array("again".utf8))
-                next.close()
             }
-            try server.stop()
         }
     }
 
@@ -87,31 +86,30 @@ struct SocketReadinessTests {
         let scheduler = CoroutineScheduler(name: "socket-interrupt")
         defer { scheduler.stop() }
         try await Coroutine.run {
-            let server = try EchoServer(pool: SchedulerPool.default(for: .default))
-            let socket = try TCPSocket.connect(host: "127.0.0.1", port: server.port)
-            for round in 0..<20 {
-                let reader = Coroutine.launch(on: scheduler) { _ = try socket.read(upTo: 16) }
-                if round % 2 == 0 {
-                    try Coroutine.async(on: scheduler) { try Coroutine.yield() }.await()
-                    reader.cancel()
-                    try reader.join()
-                    #expect(reader.error is CancellationError)
-                } else {
-                    reader.cancel(after: .milliseconds(2))
-                    try reader.join()
-                    #expect(reader.error is CancellationError)
-                }
-                let echoed = try Coroutine.async(on: scheduler) { () -> [UInt8] in
-                    #expect(throws: CoroutineError.timedOut) {
-                        try Coroutine.withTimeout(.milliseconds(2)) { _ = try socket.read(upTo: 16) }
+            try withEchoServer { server in
+                let socket = try server.connect()
+                for round in 0..<20 {
+                    let reader = Coroutine.launch(on: scheduler, name: "interrupted-reader") { _ = try socket.read(upTo: 16) }
+                    if round % 2 == 0 {
+                        try waitUntilSuspended(reader, in: .readable)
+                        reader.cancel()
+                        try reader.join()
+                        #expect(reader.error is CancellationError)
+                    } else {
+                        reader.cancel(after: .milliseconds(2))
+                        try reader.join()
+                        #expect(reader.error is CancellationError)
                     }
-                    try socket.write("r\(round)")
-                    return try Coroutine.withTimeout(.seconds(5)) { try readExactly(socket, "r\(round)".utf8.count) }
-                }.await()
-                #expect(echoed == Array("r\(round)".utf8))
+                    let echoed = try Coroutine.async(on: scheduler) { () -> [UInt8] in
+                        #expect(throws: CoroutineError.timedOut) {
+                            try Coroutine.withTimeout(.milliseconds(2)) { _ = try socket.read(upTo: 16) }
+                        }
+                        try socket.write("r\(round)")
+                        return try Coroutine.withTimeout(.seconds(5)) { try readExactly(socket, "r\(round)".utf8.count) }
+                    }.await()
+                    #expect(echoed == Array("r\(round)".utf8))
+                }
             }
-            socket.close()
-            try server.stop()
         }
     }
 }

@@ -24,50 +24,6 @@ func readExactly(_ socket: TCPSocket, _ count: Int) throws -> [UInt8] {
     return bytes
 }
 
-/// An in-process echo server on loopback: a coroutine per connection across `pool`.
-/// Start and stop it inside a coroutine.
-final class EchoServer: Sendable {
-    let listener: TCPListener
-    let acceptor: Coroutine
-    /// Connections whose coroutine has not finished yet.
-    let connections = WaitGroup()
-    /// Server-side socket inodes, for the leak check.
-    let inodes = InodeLog()
-
-    init(pool: SchedulerPool) throws {
-        let listener = try TCPListener.bind(host: "127.0.0.1", port: 0)
-        self.listener = listener
-        let connections = self.connections
-        let inodes = self.inodes
-        acceptor = Coroutine.launch(on: pool.next(), name: "echo-accept") {
-            while true {
-                let connection: TCPSocket
-                do { connection = try listener.accept() } catch SocketError.closed { return }
-                inodes.record(connection)
-                connections.add()
-                Coroutine.launch(on: pool.next(), name: "echo-connection") {
-                    defer { connection.close(); connections.done() }
-                    var buffer = [UInt8](repeating: 0, count: 4096)
-                    while true {
-                        let n = try buffer.withUnsafeMutableBytes { try connection.read(into: $0) }
-                        if n == 0 { return }
-                        try buffer.withUnsafeBytes { try connection.write(UnsafeRawBufferPointer(rebasing: $0[..<n])) }
-                    }
-                }
-            }
-        }
-    }
-
-    var port: Int { listener.port }
-
-    /// Closes the listener and waits for the acceptor and every connection coroutine.
-    func stop() throws {
-        listener.close()
-        try acceptor.join()
-        try connections.wait()
-    }
-}
-
 /// The inode of a socket descriptor (the number in `/proc/self/fd/N -> socket:[inode]`).
 func inode(of fd: Int32) -> UInt64 {
     var st = stat()

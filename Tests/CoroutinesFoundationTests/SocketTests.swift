@@ -36,40 +36,36 @@ struct SocketTests {
     @Test("a read inside withTimeout throws timedOut, and the socket stays usable")
     func readTimeout() async throws {
         try await Coroutine.run {
-            let server = try EchoServer(pool: SchedulerPool.default(for: .default))
-            let socket = try TCPSocket.connect(host: "127.0.0.1", port: server.port)
-            let start = ContinuousClock.now
-            #expect(throws: CoroutineError.timedOut) {
-                try Coroutine.withTimeout(.milliseconds(100)) { try socket.read(upTo: 16) }
+            try withEchoServer { server in
+                let socket = try server.connect()
+                let start = ContinuousClock.now
+                #expect(throws: CoroutineError.timedOut) {
+                    try Coroutine.withTimeout(.milliseconds(100)) { try socket.read(upTo: 16) }
+                }
+                let waited = ContinuousClock.now - start
+                #expect(waited >= .milliseconds(100) && waited < .seconds(5))
+                try socket.write("still works")
+                #expect(try readExactly(socket, 11) == Array("still works".utf8))
             }
-            let waited = ContinuousClock.now - start
-            #expect(waited >= .milliseconds(100) && waited < .seconds(5))
-            try socket.write("still works")
-            #expect(try readExactly(socket, 11) == Array("still works".utf8))
-            socket.close()
-            try server.stop()
         }
     }
 
     @Test("a peer reset while the server writes makes the write throw connectionReset, without SIGPIPE")
     func peerResetMidWrite() async throws {
         let outcome = try await Coroutine.run { () -> String in
-            let listener = try TCPListener.bind(host: "127.0.0.1", port: 0)
-            defer { listener.close() }
-            let client = try TCPSocket.connect(host: "127.0.0.1", port: listener.port)
-            let connection = try listener.accept()
-            defer { connection.close() }
-            // The server writes far more than the socket buffers hold, so it waits for room.
-            let writer = Coroutine.launch(name: "server-writer") {
-                let chunk = [UInt8](repeating: 7, count: 1 << 20)
-                for _ in 0..<256 { try connection.write(chunk) }
+            try withConnectedPair { client, connection in
+                // The server writes far more than the socket buffers hold, so it waits for room.
+                let writer = Coroutine.launch(name: "server-writer") {
+                    let chunk = [UInt8](repeating: 7, count: 1 << 20)
+                    for _ in 0..<256 { try connection.write(chunk) }
+                }
+                // Once the first bytes arrived, the write is under way: reset the connection.
+                #expect(try client.read(upTo: 1).count == 1)
+                setResetOnClose(client)
+                client.close()
+                try writer.join()
+                return String(describing: writer.error.map { $0 as? SocketError } ?? nil)
             }
-            // Once the first bytes arrived, the write is under way: reset the connection.
-            #expect(try client.read(upTo: 1).count == 1)
-            setResetOnClose(client)
-            client.close()
-            try writer.join()
-            return String(describing: writer.error.map { $0 as? SocketError } ?? nil)
         }
         #expect(outcome == String(describing: Optional(SocketError.connectionReset)))
     }
@@ -77,39 +73,39 @@ struct SocketTests {
     @Test("a second concurrent reader gets SocketError.busy; close wakes the first with SocketError.closed")
     func twoReadersAndCloseWakesReader() async throws {
         try await Coroutine.run {
-            let server = try EchoServer(pool: SchedulerPool.default(for: .default))
-            let socket = try TCPSocket.connect(host: "127.0.0.1", port: server.port)
-            // Given: a reader blocked on this scheduler (it runs until it suspends when we yield).
-            let reader = Coroutine.launch(name: "blocked-reader") { _ = try socket.read(upTo: 16) }
-            try Coroutine.yield()
-            #expect(!reader.isFinished)
-            // When / Then: a second reader is refused; a writer is not (one reader + one writer).
-            #expect(throws: SocketError.busy) { try socket.read(upTo: 16) }
-            socket.close()
-            try reader.join()
-            #expect(reader.error as? SocketError == .closed)
-            #expect(throws: SocketError.closed) { try socket.write("after close") }
-            socket.close()   // idempotent
-            try server.stop()
+            try withEchoServer { server in
+                let socket = try server.connect()
+                // Given: a reader blocked on this scheduler.
+                let reader = try launchUntilSuspended(name: "blocked-reader", in: .readable) { _ = try socket.read(upTo: 16) }
+                #expect(!reader.isFinished)
+                // When / Then: a second reader is refused; a writer is not (one reader + one writer).
+                #expect(throws: SocketError.busy) { try socket.read(upTo: 16) }
+                socket.close()
+                try reader.join()
+                #expect(reader.error as? SocketError == .closed)
+                #expect(throws: SocketError.closed) { try socket.write("after close") }
+                socket.close()   // idempotent
+            }
         }
     }
 
     @Test("close from another thread wakes a reader blocked on another scheduler")
     func closeFromAnotherThread() async throws {
         try await Coroutine.run {
-            let server = try EchoServer(pool: SchedulerPool.default(for: .default))
-            let socket = try TCPSocket.connect(host: "127.0.0.1", port: server.port)
-            let started = Channel<Void>()
-            let reader = Coroutine.launch(on: CoroutineScheduler(name: "reader-thread"), name: "reader") {
-                try started.send(())
-                _ = try socket.read(upTo: 16)
+            try withEchoServer { server in
+                let socket = try server.connect()
+                let started = Channel<Void>()
+                let readerThread = CoroutineScheduler(name: "reader-thread")
+                defer { readerThread.stop() }
+                let reader = Coroutine.launch(on: readerThread, name: "reader") {
+                    try started.send(())
+                    _ = try socket.read(upTo: 16)
+                }
+                try started.receive()
+                socket.close()   // before or while the reader waits: both must end in `closed`
+                try reader.join()
+                #expect(reader.error as? SocketError == .closed)
             }
-            try started.receive()
-            socket.close()   // before or while the reader waits: both must end in `closed`
-            try reader.join()
-            #expect(reader.error as? SocketError == .closed)
-            reader.scheduler.stop()
-            try server.stop()
         }
     }
 
@@ -117,20 +113,16 @@ struct SocketTests {
     func twoWritersAndCloseWakesWriter() async throws {
         try await Coroutine.run {
             // A peer that accepts and never reads: a large write fills both socket buffers and waits.
-            let listener = try TCPListener.bind(host: "127.0.0.1", port: 0)
-            defer { listener.close() }
-            let socket = try TCPSocket.connect(host: "127.0.0.1", port: listener.port)
-            let peer = try listener.accept()
-            defer { peer.close() }
-            let writer = Coroutine.launch(name: "blocked-writer") {
-                try socket.write([UInt8](repeating: 1, count: 64 << 20))
+            try withConnectedPair { socket, _ in
+                let writer = try launchUntilSuspended(name: "blocked-writer", in: .writable) {
+                    try socket.write([UInt8](repeating: 1, count: 64 << 20))
+                }
+                #expect(!writer.isFinished)
+                #expect(throws: SocketError.busy) { try socket.write("second writer") }
+                socket.close()
+                try writer.join()
+                #expect(writer.error as? SocketError == .closed)
             }
-            try Coroutine.yield()
-            #expect(!writer.isFinished)
-            #expect(throws: SocketError.busy) { try socket.write("second writer") }
-            socket.close()
-            try writer.join()
-            #expect(writer.error as? SocketError == .closed)
         }
     }
 
@@ -176,8 +168,8 @@ struct SocketTests {
     func closeWakesAccept() async throws {
         try await Coroutine.run {
             let listener = try TCPListener.bind(host: "127.0.0.1", port: 0)
-            let acceptor = Coroutine.launch(name: "acceptor") { _ = try listener.accept() }
-            try Coroutine.yield()
+            defer { listener.close() }   // also when the test throws (close is idempotent)
+            let acceptor = try launchUntilSuspended(name: "acceptor", in: .readable) { _ = try listener.accept() }
             #expect(!acceptor.isFinished)
             listener.close()
             try acceptor.join()
@@ -201,18 +193,16 @@ struct SocketTests {
     @Test("cancelling a coroutine blocked in read throws CancellationError and leaves the socket usable")
     func cancelBlockedRead() async throws {
         try await Coroutine.run {
-            let server = try EchoServer(pool: SchedulerPool.default(for: .default))
-            let socket = try TCPSocket.connect(host: "127.0.0.1", port: server.port)
-            let reader = Coroutine.launch(name: "cancelled-reader") { _ = try socket.read(upTo: 16) }
-            try Coroutine.yield()
-            #expect(!reader.isFinished)
-            reader.cancel()
-            try reader.join()
-            #expect(reader.error is CancellationError)
-            try socket.write("ping")
-            #expect(try readExactly(socket, 4) == Array("ping".utf8))
-            socket.close()
-            try server.stop()
+            try withEchoServer { server in
+                let socket = try server.connect()
+                let reader = try launchUntilSuspended(name: "cancelled-reader", in: .readable) { _ = try socket.read(upTo: 16) }
+                #expect(!reader.isFinished)
+                reader.cancel()
+                try reader.join()
+                #expect(reader.error is CancellationError)
+                try socket.write("ping")
+                #expect(try readExactly(socket, 4) == Array("ping".utf8))
+            }
         }
     }
 
@@ -226,14 +216,11 @@ struct SocketTests {
         // IPv6 loopback may be disabled on a CI box; only then is the round trip skipped.
         guard let listener = try? TCPListener.bind(host: "::1", port: 0) else { return }
         try await Coroutine.run {
-            defer { listener.close() }
-            let client = try TCPSocket.connect(host: "::1", port: listener.port)
-            defer { client.close() }
-            let connection = try listener.accept()
-            defer { connection.close() }
-            try client.write("v6")
-            #expect(try readExactly(connection, 2) == Array("v6".utf8))
-            #expect(connection.remoteAddress.isIPv6)
+            try withConnectedPair(host: "::1", listener: listener) { client, connection in
+                try client.write("v6")
+                #expect(try readExactly(connection, 2) == Array("v6".utf8))
+                #expect(connection.remoteAddress.isIPv6)
+            }
         }
     }
 }
@@ -249,28 +236,29 @@ func echoThousandClientsInThisProcess() async throws -> [String] {
     let descriptorsBefore = openDescriptorCount()
 
     let (mismatches, failures, ours) = try await Coroutine.run { () -> (Int, [String], Set<UInt64>) in
-        let server = try EchoServer(pool: pool)
         let mismatches = Atomic<Int>(0)
         let clientInodes = InodeLog()
-        // When: every client connects and sends 100 distinct messages, reading each echo.
-        let all = (0..<clients).map { client in
-            Coroutine.launch(on: pool.next(), name: "client-\(client)") {
-                let socket = try TCPSocket.connect(host: "127.0.0.1", port: server.port)
-                defer { socket.close() }
-                clientInodes.record(socket)
-                for m in 0..<messages {
-                    let message = Array("client \(client) message \(m) ".utf8) + [UInt8](repeating: UInt8(m), count: m % 40)
-                    try socket.write(message)
-                    if try readExactly(socket, message.count) != message {
-                        mismatches.add(1, ordering: .relaxed)
+        let (failures, serverInodes) = try withEchoServer(pool: pool) { server in
+            // When: every client connects and sends 100 distinct messages, reading each echo.
+            let all = (0..<clients).map { client in
+                Coroutine.launch(on: pool.next(), name: "client-\(client)") {
+                    let socket = try server.connect()
+                    defer { socket.close() }
+                    clientInodes.record(socket)
+                    for m in 0..<messages {
+                        let message = Array("client \(client) message \(m) ".utf8) + [UInt8](repeating: UInt8(m), count: m % 40)
+                        try socket.write(message)
+                        if try readExactly(socket, message.count) != message {
+                            mismatches.add(1, ordering: .relaxed)
+                        }
                     }
                 }
             }
+            for c in all { try c.join() }
+            return (all.compactMap(\.error).prefix(3).map { "client failed: \($0)" }, server.inodes)
         }
-        for c in all { try c.join() }
-        let failures = all.compactMap(\.error).prefix(3).map { "client failed: \($0)" }
-        try server.stop()
-        let ours = Set(clientInodes.all + server.inodes.all).subtracting([0])
+        // The server has stopped (withEchoServer): every connection it accepted is recorded.
+        let ours = Set(clientInodes.all + serverInodes.all).subtracting([0])
         return (mismatches.load(ordering: .relaxed), Array(failures), ours)
     }
 
