@@ -23,6 +23,9 @@ private final class Tracker10: Sendable {
     deinit { released.increment() }
 }
 
+private final class GenSlot10: @unchecked Sendable { var g: Generator<Int>? }
+private final class WeakCoroutine10: @unchecked Sendable { weak var c: Coroutine? }
+
 /// Review 10: the unretained run queue, unretained channel hand-offs (`ClaimedCoroutine`), the
 /// chained `close`, the wait queue's cached head coroutine, the expired-timeout count and
 /// coloured stacks.
@@ -422,6 +425,44 @@ struct Review10BreakTests {
         }
         #expect(outcome == "timedOut")
         #expect(count == 0)
+    }
+
+    @Test("a generator suspended inside withTimeout, resumed by another coroutine after its first host finished")
+    func generatorTimeoutScopeOutlivesHost() async throws {
+        let s = CoroutineScheduler(name: "r10-gen")
+        defer { s.stop() }
+        let slot = GenSlot10()
+        let weak = WeakCoroutine10()
+        func startHost(_ duration: Duration) async throws {
+            let h1 = Coroutine.launch(on: s) {
+                let g = Generator<Int> { y in
+                    try Coroutine.withTimeout(duration) { try y(1); try y(2) }
+                }
+                _ = g.next()
+                slot.g = g
+            }
+            weak.c = h1
+            try await h1.join()
+        }
+        for duration: Duration in [.seconds(30), .milliseconds(1)] {
+            try await startHost(duration)
+            // A job after the join runs after the loop reaped the finished host.
+            let aliveAfterReap = try await Kit.onSchedulerLoop(s) { weak.c != nil }
+            // The scope's bookkeeping (and, for the short one, its timer) refers to the first host.
+            #expect(aliveAfterReap, "the host was freed while a generator body was still inside its withTimeout scope")
+            let h2 = Coroutine.launch(on: s) {
+                if duration < .seconds(1) { try Coroutine.delay(.milliseconds(5)) }   // the scope's timer fires
+                let g = slot.g!
+                slot.g = nil
+                var got: [Int] = []
+                while let v = g.next() { got.append(v) }
+                #expect(got == [2])
+                #expect(Coroutine.current!.expiredTimeoutScopes == 0)
+            }
+            try await h2.join()
+            #expect(h2.error == nil)
+            #expect(try await Kit.onSchedulerLoop(s) { weak.c == nil })
+        }
     }
 
     // MARK: 6. Coloured stacks
