@@ -21,9 +21,15 @@
 #endif
 
 size_t ccoro_page_size(void) {
-  static size_t page = 0;
-  if (page == 0) page = (size_t)sysconf(_SC_PAGESIZE);
-  return page;
+  // Atomic: every scheduler thread maps stacks (each guarded map reads it), and the first
+  // calls race to fill it in (ThreadSanitizer reports a plain static).
+  static _Atomic size_t page = 0;
+  size_t p = atomic_load_explicit(&page, memory_order_relaxed);
+  if (p == 0) {
+    p = (size_t)sysconf(_SC_PAGESIZE);
+    atomic_store_explicit(&page, p, memory_order_relaxed);
+  }
+  return p;
 }
 
 /// Maps `total` bytes whose lowest `guard` bytes are PROT_NONE. Returns 0 or errno.

@@ -63,6 +63,11 @@ extension Coroutine {
     /// - Complexity: O(log n) in armed timers, plus the body.
     public static func withTimeout<Value>(_ duration: Duration, _ body: () throws -> Value) throws -> Value {
         try withCurrent { c in
+            // `c` is borrowed, and the scope's bookkeeping below runs when the body ends. In a
+            // generator body that can be on another coroutine's behalf, after `c` finished and
+            // was reaped: keep `c` alive until the scope is gone (and its timer with it).
+            let owner = Unmanaged.passRetained(c)
+            defer { owner.release() }
             let scope = TimeoutScope()
             let deadline = deadlineNanoseconds(after: duration)
             if deadline <= ccoro_now_ns() {
