@@ -420,7 +420,10 @@ public final class CoroutineScheduler: @unchecked Sendable {
         let deadline = ccoro_now_ns() + Self.idleSpinNanoseconds
         var i = 0
         while true {
-            if incomingCount.load(ordering: .relaxed) > 0 || stopRequested.load(ordering: .relaxed) { return true }
+            // A stop request is news only until the loop handled it: afterwards the loop waits
+            // for its coroutines to end like any other work, without spinning all along.
+            if incomingCount.load(ordering: .relaxed) > 0
+                || (stopRequested.load(ordering: .relaxed) && !stopHandled) { return true }
             ccoro_cpu_relax()
             i += 1
             if i & 63 == 0 && ccoro_now_ns() >= deadline { return false }

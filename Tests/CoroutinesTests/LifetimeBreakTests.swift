@@ -84,6 +84,48 @@ struct LifetimeBreakTests {
         }
     }
 
+    @Test("launches onto a scheduler that is stopping never keep its loop parked: it stops every time")
+    func launchesDuringStopLetTheLoopEnd() async throws {
+        // admit() registers a coroutine, then sees the stop request and finishes it on the
+        // launching thread. A loop that saw it registered used to park with nothing to wake it
+        // (once its idle spins had stopped paying off, as under load).
+        var stuck: [String] = []
+        for round in 0..<50 {
+            let s = CoroutineScheduler(name: "stopping-\(round)")
+            let idled = Kit.Counter(), launching = Kit.Counter()
+            let done = Kit.Box(false)
+            _ = Coroutine.launch(on: s) {
+                // Idle gaps with nobody posting: the loop stops spinning before it parks.
+                for _ in 0..<5 { try Coroutine.delay(.milliseconds(1)) }
+                idled.increment()
+                do { try Coroutine.delay(.seconds(60)) } catch {}   // until stop cancels it
+                // End once launches are under way: the loop's next look at its live count
+                // then races with their register-then-finish.
+                while launching.value < 2 {}
+            }
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    while idled.value == 0 { await Task.yield() }
+                    s.stop()
+                    try await Kit.onPlainThreads(2) { _ in
+                        var first = true
+                        while !done.value {
+                            _ = Coroutine.launch(on: s) {}
+                            if first { first = false; launching.increment() }
+                        }
+                    }
+                }
+                group.addTask {
+                    defer { done.value = true }
+                    while launching.value < 2 { await Task.yield() }
+                    if !(await Kit.eventually(timeout: .seconds(5)) { s.isStopped }) { throw StuckLoop() }
+                }
+                do { try await group.waitForAll() } catch is StuckLoop { stuck.append(s.name) }
+            }
+        }
+        #expect(stuck.isEmpty, "schedulers whose loop never ended: \(stuck)")
+    }
+
     @Test("cancelled before they start (from a coroutine and from other threads): freed, bodies released once")
     func cancelledBeforeStart() async throws {
         let released = Kit.Counter()
@@ -374,3 +416,5 @@ struct LifetimeBreakTests {
         }
     }
 }
+
+private struct StuckLoop: Error {}
