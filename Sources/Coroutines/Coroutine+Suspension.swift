@@ -38,7 +38,7 @@ struct WaitTicket: Sendable {
     /// normal completion. Any thread; call it without holding locks.
     @inlinable
     consuming func wakeClaimed() {
-        Coroutine.wake(coroutine, .completed)
+        coroutine.wakeClaimed(.completed)
     }
 
     @inlinable
@@ -64,7 +64,7 @@ struct ClaimedCoroutine {
     /// Makes the coroutine ready as a normal completion. Any thread; call it without locks.
     @inlinable
     func wake() {
-        Coroutine.wake(claimed: coroutine)
+        coroutine._withUnsafeGuaranteedRef { $0.wakeClaimed(.completed) }
     }
 }
 
@@ -155,43 +155,14 @@ extension Coroutine {
         return true
     }
 
-    /// Makes the coroutine ready after its suspension was claimed. Any thread.
+    /// Makes the coroutine ready after its suspension was claimed. Any thread. It needs no
+    /// reference of the caller's: a claimed coroutine cannot run, so cannot finish, until this
+    /// makes it ready (``CoroutineScheduler/makeReady(_:)`` takes one where it must).
     @usableFromInline
     func wakeClaimed(_ reason: WakeReason) {
         wakeReason = reason
-        // On its own thread, queued without a reference (CoroutineQueue's invariant holds: a
-        // claimed coroutine is suspended); from another thread the incoming queue takes one.
-        let s = Unmanaged.passUnretained(scheduler)
-        if s._withUnsafeGuaranteedRef({ $0.isOnOwnThread }) {
-            s._withUnsafeGuaranteedRef { $0.makeReadyOnOwnThread(self) }
-        } else {
-            scheduler.makeReady(self)
-        }
-    }
-
-    /// ``wakeClaimed(_:)`` for a ``ClaimedCoroutine``: on the same thread without reference
-    /// counting; from another thread through the incoming queue, which holds a reference.
-    @usableFromInline
-    static func wake(claimed u: Unmanaged<Coroutine>) {
-        let queued = u._withUnsafeGuaranteedRef { c in
-            let s = Unmanaged.passUnretained(c.scheduler)
-            guard s._withUnsafeGuaranteedRef({ $0.isOnOwnThread }) else { return false }
-            c.wakeReason = .completed
-            s._withUnsafeGuaranteedRef { $0.makeReadyOnOwnThread(c) }
-            return true
-        }
-        // Another thread: once queued there, it may run to its end at once, so the queue's
-        // reference is taken first.
-        if !queued { wake(u.takeUnretainedValue(), .completed) }
-    }
-
-    /// ``wakeClaimed(_:)`` with a reference of the caller's (a ``WaitTicket``'s), which the
-    /// incoming queue takes over from another thread and which is dropped once queued here.
-    @usableFromInline
-    static func wake(_ c: __owned Coroutine, _ reason: WakeReason) {
-        c.wakeReason = reason
-        // The scheduler is borrowed, not retained: `c` (alive, owned here) holds it.
-        Unmanaged.passUnretained(c.scheduler)._withUnsafeGuaranteedRef { $0.makeReady(c) }
+        // The scheduler is borrowed: this coroutine holds it.
+        Unmanaged.passUnretained(scheduler)._withUnsafeGuaranteedRef { $0.makeReady(self) }
     }
 
     /// Claims the current suspension, if one is armed (cancellation, timeouts).

@@ -259,26 +259,25 @@ public final class CoroutineScheduler: @unchecked Sendable {
         }
     }
 
-    /// Makes a suspended coroutine ready. Any thread; on another thread it goes through the
-    /// incoming queue (which keeps `c`'s reference) and runs after the coroutine has finished
-    /// switching out. The run queue itself holds no reference (``CoroutineQueue``).
-    func makeReady(_ c: __owned Coroutine) {
+    /// Makes a suspended coroutine whose suspension was claimed ready. Any thread.
+    ///
+    /// On this scheduler's thread it is queued without a reference (``CoroutineQueue``). From
+    /// another thread it goes through the incoming queue, which keeps a reference, and runs
+    /// after it has finished switching out.
+    func makeReady(_ c: Coroutine) {
         if isOnOwnThread {
-            makeReadyOnOwnThread(c)
+            c.status = .ready
+            if let r = c.record { ccoro_prefetch_frames(&r.pointee.context, 2) }
+            runQueue.append(Unmanaged.passUnretained(c))
         } else {
-            // `c` outlives `post` explicitly: callers (`Coroutine.wake`) borrow this scheduler
-            // through `c`, and once `c` is in the incoming queue the loop may run it to its end.
-            let accepted = withExtendedLifetime(c) { post(.coroutine(c)) }
+            // Once `c` is in the incoming queue, its loop may run it to its end at once; the
+            // caller may hold no reference (a ``ClaimedCoroutine``), and borrows this scheduler
+            // through `c`: keep `c` alive until `post` returns.
+            let keep = Unmanaged.passRetained(c)
+            let accepted = post(.coroutine(c))
+            keep.release()
             precondition(accepted, "internal inconsistency: a suspended coroutine on stopped scheduler \(name)")
         }
-    }
-
-    /// Queues a suspended coroutine whose suspension was claimed. On this scheduler's thread.
-    @inline(__always)
-    func makeReadyOnOwnThread(_ c: Coroutine) {
-        c.status = .ready
-        if let r = c.record { ccoro_prefetch_context(&r.pointee.context) }
-        runQueue.append(Unmanaged.passUnretained(c))
     }
 
     /// Runs `job` on the scheduler's loop (outside any coroutine). Any thread. If the scheduler

@@ -201,21 +201,14 @@ void ccoro_thread_stack_bounds(void **base, size_t *size);
 void ccoro_tsan_acquire(void *addr);
 void ccoro_tsan_release(void *addr);
 
-/// Asks the CPU to start loading the top of a suspended context's stack (the registers that
-/// `ccoro_switch` will pop), so that the switch to it finds them in cache.
-static inline void ccoro_prefetch_context(const ccoro_context *ctx) {
-  const char *sp = (const char *)ctx->sp;
-  __builtin_prefetch(sp);
-  __builtin_prefetch(sp + 64);
-}
-
 /// Asks the CPU to start loading the cache line at `p`.
 static inline void ccoro_prefetch(const void *p) {
   __builtin_prefetch(p);
 }
 
-/// Like `ccoro_prefetch_context`, for the frames a resumed coroutine returns through: the `lines`
-/// cache lines from the saved stack pointer up.
+/// Asks the CPU to start loading the frames a suspended context returns through when resumed
+/// (first the registers that `ccoro_switch` pops): the `lines` cache lines from its saved stack
+/// pointer up.
 static inline void ccoro_prefetch_frames(const ccoro_context *ctx, int lines) {
   const char *sp = (const char *)ctx->sp;
   for (int i = 0; i < lines; i++) __builtin_prefetch(sp + 64 * i);
