@@ -62,43 +62,45 @@ extension Coroutine {
     /// - Suspends: as the body does; resumes on the coroutine's own scheduler.
     /// - Complexity: O(log n) in armed timers, plus the body.
     public static func withTimeout<Value>(_ duration: Duration, _ body: () throws -> Value) throws -> Value {
-        try withCurrent { c in
-            // `c` is borrowed, and the scope's bookkeeping below runs when the body ends. In a
-            // generator body that can be on another coroutine's behalf, after `c` finished and
-            // was reaped: keep `c` alive until the scope is gone (and its timer with it).
-            let owner = Unmanaged.passRetained(c)
-            defer { owner.release() }
-            let scope = TimeoutScope()
-            let deadline = deadlineNanoseconds(after: duration)
-            if deadline <= ccoro_now_ns() {
-                scope.expired = true          // no time at all: the first suspending call times out
-                c.expiredTimeoutScopes += 1
-            } else {
-                scope.timer = c.scheduler.timers.schedule(deadline: deadline) { [unowned c] in
-                    scope.expired = true
-                    c.expiredTimeoutScopes += 1
-                    scope.timer = nil
-                    c.interruptWait(.timedOut)
-                }
+        // A reference of its own, not a borrow (`withCurrent`): in a generator body the scope can
+        // end on another coroutine's behalf, after this one finished and was reaped, and its
+        // bookkeeping and timer need it alive until the scope is gone.
+        guard let c = current else { throw CoroutineError.notInCoroutine }
+        let scope = TimeoutScope()
+        let deadline = deadlineNanoseconds(after: duration)
+        if deadline <= ccoro_now_ns() {
+            c.expire(scope)          // no time at all: the first suspending call times out
+        } else {
+            scope.timer = c.scheduler.timers.schedule(deadline: deadline) { [unowned c] in
+                scope.timer = nil
+                c.expire(scope)
+                c.interruptWait(.timedOut)
             }
-            c.timeoutScopes.append(scope)
-            defer {
-                if let i = c.timeoutScopes.lastIndex(where: { $0 === scope }) { c.timeoutScopes.remove(at: i) }
-                if scope.expired { c.expiredTimeoutScopes -= 1 }
-                if let t = scope.timer { c.scheduler.timers.remove(t) }
-            }
-            let value: Value
-            do {
-                value = try body()
-            } catch {
-                if scope.expired { throw CoroutineError.timedOut }
-                throw error
-            }
-            // The body swallowed the timeout of an operation (e.g. a `for x in channel` loop, which
-            // ends on it): the time limit was still exceeded.
-            if scope.delivered { throw CoroutineError.timedOut }
-            return value
         }
+        c.timeoutScopes.append(scope)
+        defer {
+            if let i = c.timeoutScopes.lastIndex(where: { $0 === scope }) { c.timeoutScopes.remove(at: i) }
+            if scope.expired { c.expiredTimeoutScopes -= 1 }
+            if let t = scope.timer { c.scheduler.timers.remove(t) }
+        }
+        let value: Value
+        do {
+            value = try body()
+        } catch {
+            if scope.expired { throw CoroutineError.timedOut }
+            throw error
+        }
+        // The body swallowed the timeout of an operation (e.g. a `for x in channel` loop, which
+        // ends on it): the time limit was still exceeded.
+        if scope.delivered { throw CoroutineError.timedOut }
+        return value
+    }
+
+    /// Marks `scope` expired and counts it (``expiredTimeoutScopes``), so that every later
+    /// suspending call throws `CoroutineError.timedOut`. On the coroutine's scheduler thread.
+    private func expire(_ scope: TimeoutScope) {
+        scope.expired = true
+        expiredTimeoutScopes += 1
     }
 
     /// Suspends the current coroutine until `fd` is readable (or has an error or hang-up).
