@@ -32,17 +32,21 @@ size_t ccoro_page_size(void) {
   return p;
 }
 
-/// Maps `total` bytes whose lowest `guard` bytes are PROT_NONE. Returns 0 or errno.
-static int map_with_guard(size_t total, size_t guard, void **out) {
+/// Maps `total` bytes of stack memory (reserved lazily). Returns 0 or errno.
+static int map_stack_memory(size_t total, void **out) {
   void *m = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
   if (m == MAP_FAILED) return errno;
-  if (mprotect(m, guard, PROT_NONE) != 0) {
-    int e = errno;
-    munmap(m, total);
-    return e;
-  }
   *out = m;
   return 0;
+}
+
+/// Makes the lowest `guard` bytes of the mapping `m` (of `total` bytes) PROT_NONE; on failure
+/// unmaps it. Returns 0 or errno.
+static int protect_guard(void *m, size_t guard, size_t total) {
+  if (mprotect(m, guard, PROT_NONE) == 0) return 0;
+  int e = errno;
+  munmap(m, total);
+  return e;
 }
 
 // Stack colouring. The hot lines of a suspended coroutine sit just below its stack's top, and
@@ -58,18 +62,16 @@ int ccoro_stack_map_guarded(size_t size, ccoro_stack *out) {
   size_t page = ccoro_page_size();
   size_t colors = CCORO_COLOR_SPAN / page;
   size_t total = CCORO_GUARD_SIZE + size + CCORO_COLOR_SPAN - page;
-  void *m = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
-  if (m == MAP_FAILED) return errno;
+  void *m;
+  int e = map_stack_memory(total, &m);
+  if (e) return e;
   // Consecutive stacks take colours 7 apart: neighbours in a pipeline also differ in L1 sets.
   size_t color = atomic_fetch_add_explicit(&next_color, 7, memory_order_relaxed) % colors * page;
   uintptr_t lowest_top = (uintptr_t)m + CCORO_GUARD_SIZE + size;
   uintptr_t top = lowest_top + (color + CCORO_COLOR_SPAN - lowest_top % CCORO_COLOR_SPAN) % CCORO_COLOR_SPAN;
   char *base = (char *)(top - size);
-  if (mprotect(m, (size_t)(base - (char *)m), PROT_NONE) != 0) {
-    int e = errno;
-    munmap(m, total);
-    return e;
-  }
+  e = protect_guard(m, (size_t)(base - (char *)m), total);
+  if (e) return e;
   out->mapping = m;
   out->mapping_size = total;
   out->guard_lo = m;
@@ -93,7 +95,8 @@ int ccoro_stack_map_slab(size_t size, size_t count, ccoro_stack *out) {
   size_t stride = size + ccoro_page_size();
   size_t total = stride * count + CCORO_GUARD_SIZE;
   void *m;
-  int e = map_with_guard(total, CCORO_GUARD_SIZE, &m);
+  int e = map_stack_memory(total, &m);
+  if (!e) e = protect_guard(m, CCORO_GUARD_SIZE, total);
   if (e) return e;
   char *first = (char *)m + CCORO_GUARD_SIZE;
   for (size_t i = 0; i < count; i++) {
