@@ -127,6 +127,23 @@ enum CoroutineTestKit {
         }
     }
 
+    /// Counts its own deinitialisations in `released` (a captured value freed exactly once).
+    final class Tracker: Sendable {
+        let released: Counter
+        init(_ released: Counter) { self.released = released }
+        deinit { released.increment() }
+    }
+
+    /// Weak references to coroutines: none may stay alive once everything finished (a leak),
+    /// and under ASan none may be used after it was freed.
+    final class WeakCoroutines: Sendable {
+        private final class Ref: @unchecked Sendable { weak var c: Coroutine?; init(_ c: Coroutine) { self.c = c } }
+        private let refs = Mutex<[Ref]>([])
+        func add(_ c: Coroutine) { refs.locked { $0.append(Ref(c)) } }
+        var alive: Int { refs.locked { $0.filter { $0.c != nil }.count } }
+        var count: Int { refs.locked { $0.count } }
+    }
+
     /// A function that the optimiser cannot see through.
     @inline(never)
     static func opaque<T>(_ x: T) -> T { x }

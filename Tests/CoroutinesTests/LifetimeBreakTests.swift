@@ -5,23 +5,6 @@ import Testing
 
 private typealias Kit = CoroutineTestKit
 
-/// Counts its deinitialisations: a body capturing one must be released exactly once.
-private final class Tracker: Sendable {
-    let released: Kit.Counter
-    init(_ released: Kit.Counter) { self.released = released }
-    deinit { released.increment() }
-}
-
-/// Weak references to coroutines, to check that none is leaked (and, under ASan, none is used
-/// after it was freed).
-private final class WeakSet: Sendable {
-    private final class Ref: @unchecked Sendable { weak var c: Coroutine?; init(_ c: Coroutine) { self.c = c } }
-    private let refs = Mutex<[Ref]>([])
-    func add(_ c: Coroutine) { refs.locked { $0.append(Ref(c)) } }
-    var alive: Int { refs.locked { $0.filter { $0.c != nil }.count } }
-    var count: Int { refs.locked { $0.count } }
-}
-
 /// Adversarial lifetime tests for the registry's single `Unmanaged` reference per coroutine,
 /// the borrowed running coroutine (`withCurrent`) and the borrowed scheduler in `wake`.
 @Suite("Coroutine lifetimes under the registry's single reference")
@@ -29,13 +12,13 @@ struct LifetimeBreakTests {
     @Test("coroutines launched onto a stopped scheduler finish, release their bodies once and are freed")
     func launchOntoStopped() async throws {
         let released = Kit.Counter()
-        let weak = WeakSet()
+        let weak = Kit.WeakCoroutines()
         let s = CoroutineScheduler(name: "stopped")
         s.stop()
         #expect(await Kit.eventually { s.isStopped })
         try await Kit.onPlainThreads(2) { _ in
             for _ in 0..<500 {
-                let t = Tracker(released)
+                let t = Kit.Tracker(released)
                 let c = Coroutine.launch(on: s) { _ = t }
                 weak.add(c)
                 precondition(c.isFinished)
@@ -51,14 +34,14 @@ struct LifetimeBreakTests {
         for round in 0..<20 {
             let released = Kit.Counter()
             let ran = Kit.Counter()
-            let weak = WeakSet()
+            let weak = Kit.WeakCoroutines()
             let s = CoroutineScheduler(name: "racing-stop-\(round)")
             let launched = Promise<Void>()
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask {
                     try await Kit.onPlainThreads(2) { k in
                         for i in 0..<300 {
-                            let t = Tracker(released)
+                            let t = Kit.Tracker(released)
                             let c = Coroutine.launch(on: s) {
                                 _ = t
                                 ran.increment()
@@ -129,13 +112,13 @@ struct LifetimeBreakTests {
     @Test("cancelled before they start (from a coroutine and from other threads): freed, bodies released once")
     func cancelledBeforeStart() async throws {
         let released = Kit.Counter()
-        let weak = WeakSet()
+        let weak = Kit.WeakCoroutines()
         let ran = Kit.Counter()
         try await Kit.withScheduler("cancel-before-start") { s in
             try await Kit.run {
                 let inner = Coroutine.launch(on: s) {
                     for _ in 0..<200 {
-                        let t = Tracker(released)
+                        let t = Kit.Tracker(released)
                         let c = Coroutine.launch { _ = t; ran.increment() }   // same scheduler
                         weak.add(c)
                         c.cancel()
@@ -148,7 +131,7 @@ struct LifetimeBreakTests {
                 let t = Thread {
                     var hs: [Coroutine] = []
                     for _ in 0..<200 {
-                        let tr = Tracker(released)
+                        let tr = Kit.Tracker(released)
                         let c = Coroutine.launch(on: s) { _ = tr; ran.increment() }
                         c.cancel()
                         hs.append(c)
@@ -168,7 +151,7 @@ struct LifetimeBreakTests {
 
     @Test("dumpAll racing with coroutines finishing on other schedulers")
     func dumpAllRacingFinish() async throws {
-        let weak = WeakSet()
+        let weak = Kit.WeakCoroutines()
         let a = CoroutineScheduler(name: "dump-a")
         let b = CoroutineScheduler(name: "dump-b")
         defer { a.stop(); b.stop() }
@@ -250,7 +233,7 @@ struct LifetimeBreakTests {
 
     @Test("a chain of thousands of generations, each finishing before its child, frees every one")
     func deepChainParentFinishesFirst() async throws {
-        let weak = WeakSet()
+        let weak = Kit.WeakCoroutines()
         let leafGo = Promise<Void>()
         let leafDone = Promise<Void>()
         let depth = 3000
@@ -275,7 +258,7 @@ struct LifetimeBreakTests {
 
     @Test("cancelling the root of a deep chain of joined generations unwinds all of them")
     func deepChainCancelled() async throws {
-        let weak = WeakSet()
+        let weak = Kit.WeakCoroutines()
         let depth = 2000
         let leafReady = Promise<Void>()
         let rootHandle = try await Kit.withScheduler("chain-cancel") { s -> Coroutine in
@@ -302,14 +285,14 @@ struct LifetimeBreakTests {
 
     @Test("generators run inside coroutines that finish, are cancelled and suspend inside the generator")
     func generatorsInsideCoroutines() async throws {
-        let weak = WeakSet()
+        let weak = Kit.WeakCoroutines()
         let released = Kit.Counter()
         let created = Kit.Counter()
         try await Kit.withScheduler("gen") { s in
             let cs = (0..<100).map { i in
                 Coroutine.launch(on: s) {
                     created.increment()
-                    let t = Tracker(released)
+                    let t = Kit.Tracker(released)
                     let g = Generator<Int> { yield in
                         _ = t
                         for k in 0..<10 {

@@ -6,23 +6,6 @@ import Testing
 
 private typealias Kit = CoroutineTestKit
 
-/// Weak references to coroutines: none may stay alive once everything finished (a leak), and
-/// under ASan none may be used after it was freed (the run queue holds no reference).
-private final class Weak10: Sendable {
-    private final class Ref: @unchecked Sendable { weak var c: Coroutine?; init(_ c: Coroutine) { self.c = c } }
-    private let refs = Mutex<[Ref]>([])
-    func add(_ c: Coroutine) { refs.locked { $0.append(Ref(c)) } }
-    var alive: Int { refs.locked { $0.filter { $0.c != nil }.count } }
-    var count: Int { refs.locked { $0.count } }
-}
-
-/// Counts its deinitialisations.
-private final class Tracker10: Sendable {
-    let released: Kit.Counter
-    init(_ released: Kit.Counter) { self.released = released }
-    deinit { released.increment() }
-}
-
 private final class GenSlot10: @unchecked Sendable { var g: Generator<Int>? }
 private final class WeakCoroutine10: @unchecked Sendable { weak var c: Coroutine? }
 
@@ -35,7 +18,7 @@ struct Review10BreakTests {
 
     @Test("handles dropped at once: yields, direct switches and finishes interleave; every coroutine freed")
     func droppedHandlesYieldAndFinish() async throws {
-        let weak = Weak10()
+        let weak = Kit.WeakCoroutines()
         let finished = Kit.Counter()
         try await Kit.run {
             let ch = Channel<Int>()
@@ -66,7 +49,7 @@ struct Review10BreakTests {
     @Test("unstarted coroutines cancelled while queued, then the scheduler stopped: each finishes once and is freed")
     func unstartedCancelledThenStopped() async throws {
         for round in 0..<10 {
-            let weak = Weak10()
+            let weak = Kit.WeakCoroutines()
             let released = Kit.Counter()
             let s = CoroutineScheduler(name: "r10-stop-\(round)")
             let started = Promise<Void>()
@@ -78,7 +61,7 @@ struct Review10BreakTests {
             try await started.value
             try await Kit.onPlainThreads(2) { k in
                 for i in 0..<200 {
-                    let t = Tracker10(released)
+                    let t = Kit.Tracker(released)
                     let c = Coroutine.launch(on: s) {
                         _ = t
                         // Launch a child onto this scheduler (queued unstarted) and cancel it.
@@ -100,7 +83,7 @@ struct Review10BreakTests {
     @Test("a body that throws in runBlocking-style drive cancels queued unstarted coroutines; all freed")
     func runErrorCancelsQueued() async throws {
         struct Boom: Error {}
-        let weak = Weak10()
+        let weak = Kit.WeakCoroutines()
         let ran = Kit.Counter()
         await #expect(throws: Boom.self) {
             try await Kit.run {
@@ -118,158 +101,158 @@ struct Review10BreakTests {
 
     @Test("rendezvous ping-pong across two schedulers, handles dropped: every value once, nothing leaked")
     func crossSchedulerPingPong() async throws {
-        let a = CoroutineScheduler(name: "r10-a")
-        let b = CoroutineScheduler(name: "r10-b")
-        defer { a.stop(); b.stop() }
-        let weak = Weak10()
-        let sum = Kit.Counter()
-        let done = WaitGroup()
-        let pairs = 16, n = 300
-        done.add(2 * pairs)
-        for p in 0..<pairs {
-            let ping = Channel<Int>(), pong = Channel<Int>()
-            weak.add(Coroutine.launch(on: a) {
-                defer { done.done() }
-                for i in 0..<n { try ping.send(i); _ = try pong.receive() }
-                _ = ping.close()
-            })
-            weak.add(Coroutine.launch(on: p % 2 == 0 ? b : a) {
-                defer { done.done() }
-                for v in ping { sum.increment(); try pong.send(v) }
-            })
+        try await ChannelTestKit.withSchedulers(2, "r10") { s in
+            let (a, b) = (s[0], s[1])
+            let weak = Kit.WeakCoroutines()
+            let sum = Kit.Counter()
+            let done = WaitGroup()
+            let pairs = 16, n = 300
+            done.add(2 * pairs)
+            for p in 0..<pairs {
+                let ping = Channel<Int>(), pong = Channel<Int>()
+                weak.add(Coroutine.launch(on: a) {
+                    defer { done.done() }
+                    for i in 0..<n { try ping.send(i); _ = try pong.receive() }
+                    _ = ping.close()
+                })
+                weak.add(Coroutine.launch(on: p % 2 == 0 ? b : a) {
+                    defer { done.done() }
+                    for v in ping { sum.increment(); try pong.send(v) }
+                })
+            }
+            try await Kit.onPlainThread { try Coroutine.runBlocking { try done.wait() } }
+            #expect(sum.value == pairs * n)
+            #expect(await Kit.eventually { weak.alive == 0 })
         }
-        try await Kit.onPlainThread { try Coroutine.runBlocking { try done.wait() } }
-        #expect(sum.value == pairs * n)
-        #expect(await Kit.eventually { weak.alive == 0 })
     }
 
     @Test("close races selects naming one channel twice, on three schedulers: each select ends once, closed or with a value")
     func closeRacesSelectSameChannelTwice() async throws {
-        let schedulers = (0..<3).map { CoroutineScheduler(name: "r10-sel-\($0)") }
-        defer { for s in schedulers { s.stop() } }
-        let weak = Weak10()
-        for round in 0..<40 {
-            let ch = Channel<Int>()
-            let outcomes = Kit.Log<String>()
-            let selectors = (0..<6).map { k in
-                Coroutine.launch(on: schedulers[k % 3]) {
-                    let r: String
-                    if k % 2 == 0 {
-                        // Two receive cases on the same channel.
-                        r = try select { s in
-                            s.receive(from: ch) { $0.map { "a\($0)" } ?? "closed" }
-                            s.receive(from: ch) { $0.map { "b\($0)" } ?? "closed" }
-                        }
-                    } else {
-                        // A send and a receive case on the same channel.
-                        do {
+        try await ChannelTestKit.withSchedulers(3, "r10-sel") { schedulers in
+            let weak = Kit.WeakCoroutines()
+            for round in 0..<40 {
+                let ch = Channel<Int>()
+                let outcomes = Kit.Log<String>()
+                let selectors = (0..<6).map { k in
+                    Coroutine.launch(on: schedulers[k % 3]) {
+                        let r: String
+                        if k % 2 == 0 {
+                            // Two receive cases on the same channel.
                             r = try select { s in
-                                s.send(round * 100 + k, to: ch) { "sent" }
-                                s.receive(from: ch) { $0.map { "got\($0)" } ?? "closed" }
+                                s.receive(from: ch) { $0.map { "a\($0)" } ?? "closed" }
+                                s.receive(from: ch) { $0.map { "b\($0)" } ?? "closed" }
                             }
-                        } catch ChannelError.closed {
-                            outcomes.append("send-closed")
-                            return
+                        } else {
+                            // A send and a receive case on the same channel.
+                            do {
+                                r = try select { s in
+                                    s.send(round * 100 + k, to: ch) { "sent" }
+                                    s.receive(from: ch) { $0.map { "got\($0)" } ?? "closed" }
+                                }
+                            } catch ChannelError.closed {
+                                outcomes.append("send-closed")
+                                return
+                            }
                         }
+                        outcomes.append(r)
                     }
-                    outcomes.append(r)
                 }
+                for c in selectors { weak.add(c) }
+                let closer = Coroutine.launch(on: schedulers[round % 3]) {
+                    if round % 2 == 0 { try Coroutine.yield() }
+                    _ = ch.close()
+                }
+                for c in selectors { try await c.join() }
+                try await closer.join()
+                let all = outcomes.all
+                #expect(all.count == 6)
+                // Each "sent" pairs with exactly one receive that got a value.
+                let sent = all.filter { $0 == "sent" }.count
+                let got = all.filter { $0.hasPrefix("a") || $0.hasPrefix("b") || $0.hasPrefix("got") }.count
+                #expect(sent == got, "round \(round): \(all)")
             }
-            for c in selectors { weak.add(c) }
-            let closer = Coroutine.launch(on: schedulers[round % 3]) {
-                if round % 2 == 0 { try Coroutine.yield() }
-                _ = ch.close()
-            }
-            for c in selectors { try await c.join() }
-            try await closer.join()
-            let all = outcomes.all
-            #expect(all.count == 6)
-            // Each "sent" pairs with exactly one receive that got a value.
-            let sent = all.filter { $0 == "sent" }.count
-            let got = all.filter { $0.hasPrefix("a") || $0.hasPrefix("b") || $0.hasPrefix("got") }.count
-            #expect(sent == got, "round \(round): \(all)")
+            #expect(await Kit.eventually { weak.alive == 0 })
         }
-        #expect(await Kit.eventually { weak.alive == 0 })
     }
 
     @Test("close races cancellation and timeouts of waiters on other schedulers: each waiter ends exactly once")
     func closeRacesCancelAndTimeout() async throws {
-        let a = CoroutineScheduler(name: "r10-w-a")
-        let b = CoroutineScheduler(name: "r10-w-b")
-        defer { a.stop(); b.stop() }
-        for round in 0..<30 {
-            let ch = Channel<Int>()
-            let ends = Kit.Counter()
-            let closedSeen = Kit.Counter()
-            let waiters = (0..<8).map { k in
-                Coroutine.launch(on: k % 2 == 0 ? a : b) {
-                    defer { ends.increment() }
-                    do {
-                        if k % 4 == 3 {
-                            try ch.send(k)
-                        } else if k % 4 == 2 {
-                            _ = try Coroutine.withTimeout(.microseconds(50 * (round % 5))) { try ch.receive() }
-                        } else {
-                            _ = try ch.receive()
+        try await ChannelTestKit.withSchedulers(2, "r10-w") { s in
+            let (a, b) = (s[0], s[1])
+            for round in 0..<30 {
+                let ch = Channel<Int>()
+                let ends = Kit.Counter()
+                let closedSeen = Kit.Counter()
+                let waiters = (0..<8).map { k in
+                    Coroutine.launch(on: k % 2 == 0 ? a : b) {
+                        defer { ends.increment() }
+                        do {
+                            if k % 4 == 3 {
+                                try ch.send(k)
+                            } else if k % 4 == 2 {
+                                _ = try Coroutine.withTimeout(.microseconds(50 * (round % 5))) { try ch.receive() }
+                            } else {
+                                _ = try ch.receive()
+                            }
+                        } catch ChannelError.closed {
+                            closedSeen.increment()
+                        } catch is CancellationError {
+                        } catch CoroutineError.timedOut {
                         }
-                    } catch ChannelError.closed {
-                        closedSeen.increment()
-                    } catch is CancellationError {
-                    } catch CoroutineError.timedOut {
                     }
                 }
+                let disruptor = Coroutine.launch(on: round % 2 == 0 ? b : a) {
+                    for (i, w) in waiters.enumerated() where i % 4 == 1 { w.cancel() }
+                    _ = ch.close()
+                }
+                for w in waiters { try await w.join() }
+                try await disruptor.join()
+                // A waiter cancelled before it started never runs its body.
+                let unstarted = waiters.filter { $0.error is CancellationError }.count
+                #expect(ends.value + unstarted == 8)
+                for (i, w) in waiters.enumerated() { #expect(w.error == nil || (i % 4 == 1 && w.error is CancellationError)) }
             }
-            let disruptor = Coroutine.launch(on: round % 2 == 0 ? b : a) {
-                for (i, w) in waiters.enumerated() where i % 4 == 1 { w.cancel() }
-                _ = ch.close()
-            }
-            for w in waiters { try await w.join() }
-            try await disruptor.join()
-            // A waiter cancelled before it started never runs its body.
-            let unstarted = waiters.filter { $0.error is CancellationError }.count
-            #expect(ends.value + unstarted == 8)
-            for (i, w) in waiters.enumerated() { #expect(w.error == nil || (i % 4 == 1 && w.error is CancellationError)) }
         }
     }
 
     @Test("close from a plain thread wakes a hundred waiters on two schedulers, chained; all see the close")
     func closeWakesManyChained() async throws {
-        let a = CoroutineScheduler(name: "r10-c-a")
-        let b = CoroutineScheduler(name: "r10-c-b")
-        defer { a.stop(); b.stop() }
-        for _ in 0..<10 {
-            let ch = Channel<Int>()
-            let blocked = WaitGroup()
-            let closed = Kit.Counter()
-            blocked.add(50)
-            let waiters = (0..<100).map { k in
-                Coroutine.launch(on: k % 2 == 0 ? a : b) {
-                    // A big frame, so that a record read after its owner resumed would be
-                    // overwritten at once.
-                    do {
-                        if k % 2 == 0 {
-                            try select { s in
-                                s.receive(from: ch) { _ in () }
-                                s.timeout(after: .seconds(30)) { () }
+        try await ChannelTestKit.withSchedulers(2, "r10-c") { s in
+            let (a, b) = (s[0], s[1])
+            for _ in 0..<10 {
+                let ch = Channel<Int>()
+                let blocked = WaitGroup()
+                let closed = Kit.Counter()
+                blocked.add(50)
+                let waiters = (0..<100).map { k in
+                    Coroutine.launch(on: k % 2 == 0 ? a : b) {
+                        // A big frame, so that a record read after its owner resumed would be
+                        // overwritten at once.
+                        do {
+                            if k % 2 == 0 {
+                                try select { s in
+                                    s.receive(from: ch) { _ in () }
+                                    s.timeout(after: .seconds(30)) { () }
+                                }
+                                // select runs the receive body with nil on close
+                                closed.increment()
+                            } else {
+                                blocked.done()
+                                _ = try ch.receive()
                             }
-                            // select runs the receive body with nil on close
+                        } catch ChannelError.closed {
                             closed.increment()
-                        } else {
-                            blocked.done()
-                            _ = try ch.receive()
                         }
-                    } catch ChannelError.closed {
-                        closed.increment()
+                        var junk = [UInt8](repeating: UInt8(k & 0xFF), count: 512)
+                        junk.withUnsafeMutableBytes { p in _ = Kit.opaque(p.count) }
                     }
-                    var junk = [UInt8](repeating: UInt8(k & 0xFF), count: 512)
-                    junk.withUnsafeMutableBytes { p in _ = Kit.opaque(p.count) }
                 }
+                // Let the odd ones block (the even ones may or may not have queued yet).
+                try await Kit.onPlainThread { try Coroutine.runBlocking { try blocked.wait() } }
+                _ = ch.close()
+                for w in waiters { try await w.join() }
+                #expect(closed.value == 100)
             }
-            // Let the odd ones block (the even ones may or may not have queued yet).
-            try await Kit.onPlainThread { try Coroutine.runBlocking { try blocked.wait() } }
-            _ = ch.close()
-            for w in waiters { try await w.join() }
-            #expect(closed.value == 100)
         }
     }
 
@@ -429,39 +412,39 @@ struct Review10BreakTests {
 
     @Test("a generator suspended inside withTimeout, resumed by another coroutine after its first host finished")
     func generatorTimeoutScopeOutlivesHost() async throws {
-        let s = CoroutineScheduler(name: "r10-gen")
-        defer { s.stop() }
-        let slot = GenSlot10()
-        let weak = WeakCoroutine10()
-        func startHost(_ duration: Duration) async throws {
-            let h1 = Coroutine.launch(on: s) {
-                let g = Generator<Int> { y in
-                    try Coroutine.withTimeout(duration) { try y(1); try y(2) }
+        try await Kit.withScheduler("r10-gen") { s in
+            let slot = GenSlot10()
+            let weak = WeakCoroutine10()
+            func startHost(_ duration: Duration) async throws {
+                let h1 = Coroutine.launch(on: s) {
+                    let g = Generator<Int> { y in
+                        try Coroutine.withTimeout(duration) { try y(1); try y(2) }
+                    }
+                    _ = g.next()
+                    slot.g = g
                 }
-                _ = g.next()
-                slot.g = g
+                weak.c = h1
+                try await h1.join()
             }
-            weak.c = h1
-            try await h1.join()
-        }
-        for duration: Duration in [.seconds(30), .milliseconds(1)] {
-            try await startHost(duration)
-            // A job after the join runs after the loop reaped the finished host.
-            let aliveAfterReap = try await Kit.onSchedulerLoop(s) { weak.c != nil }
-            // The scope's bookkeeping (and, for the short one, its timer) refers to the first host.
-            #expect(aliveAfterReap, "the host was freed while a generator body was still inside its withTimeout scope")
-            let h2 = Coroutine.launch(on: s) {
-                if duration < .seconds(1) { try Coroutine.delay(.milliseconds(5)) }   // the scope's timer fires
-                let g = slot.g!
-                slot.g = nil
-                var got: [Int] = []
-                while let v = g.next() { got.append(v) }
-                #expect(got == [2])
-                #expect(Coroutine.current!.expiredTimeoutScopes == 0)
+            for duration: Duration in [.seconds(30), .milliseconds(1)] {
+                try await startHost(duration)
+                // A job after the join runs after the loop reaped the finished host.
+                let aliveAfterReap = try await Kit.onSchedulerLoop(s) { weak.c != nil }
+                // The scope's bookkeeping (and, for the short one, its timer) refers to the first host.
+                #expect(aliveAfterReap, "the host was freed while a generator body was still inside its withTimeout scope")
+                let h2 = Coroutine.launch(on: s) {
+                    if duration < .seconds(1) { try Coroutine.delay(.milliseconds(5)) }   // the scope's timer fires
+                    let g = slot.g!
+                    slot.g = nil
+                    var got: [Int] = []
+                    while let v = g.next() { got.append(v) }
+                    #expect(got == [2])
+                    #expect(Coroutine.current!.expiredTimeoutScopes == 0)
+                }
+                try await h2.join()
+                #expect(h2.error == nil)
+                #expect(try await Kit.onSchedulerLoop(s) { weak.c == nil })
             }
-            try await h2.join()
-            #expect(h2.error == nil)
-            #expect(try await Kit.onSchedulerLoop(s) { weak.c == nil })
         }
     }
 
