@@ -109,7 +109,8 @@ extension Coroutine {
             let handler = Coroutine.unobservedErrorHandler
             scheduler.execute { [self] in handler(self, error) }
         }
-        if let parent {
+        // Taken, not copied: the reference is given up here anyway.
+        if let parent = parent.take() {
             parent.shared.locked { s in
                 let (previous, next) = (previousSibling, nextSibling)
                 if let previous {
@@ -121,7 +122,6 @@ extension Coroutine {
             }
             previousSibling = nil
             nextSibling = nil
-            self.parent = nil
         }
     }
 

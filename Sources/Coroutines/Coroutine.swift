@@ -180,16 +180,25 @@ public final class Coroutine: @unchecked Sendable, Hashable, CustomStringConvert
     @usableFromInline
     func start(parent: Coroutine?) {
         if let parent {
-            let parentCancelled: Bool = parent.shared.locked { s in
-                if parent.cancelledFlag.load(ordering: .sequentiallyConsistent) { return true }
-                self.parent = parent
-                let me = Unmanaged.passUnretained(self)
-                self.nextSibling = s.firstChild
+            // The critical section works on unretained references (the caller keeps both
+            // alive), so linking counts no references beyond the one `self.parent` keeps.
+            let me = Unmanaged.passUnretained(self)
+            let from = Unmanaged.passUnretained(parent)
+            let linked: Bool = parent.shared.locked { s in
+                if from._withUnsafeGuaranteedRef({ $0.cancelledFlag.load(ordering: .sequentiallyConsistent) }) {
+                    return false
+                }
+                me._withUnsafeGuaranteedRef { $0.nextSibling = s.firstChild }
                 s.firstChild?._withUnsafeGuaranteedRef { $0.previousSibling = me }
                 s.firstChild = me
-                return false
+                return true
             }
-            if parentCancelled { cancelledFlag.store(true, ordering: .sequentiallyConsistent) }
+            // Only this coroutine reads `parent` (in `finish`), and it has not been queued yet.
+            if linked {
+                self.parent = parent
+            } else {
+                cancelledFlag.store(true, ordering: .sequentiallyConsistent)
+            }
         }
         scheduler.admit(self)
     }
