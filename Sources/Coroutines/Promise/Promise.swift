@@ -89,7 +89,8 @@ public final class Promise<Value: Sendable>: @unchecked Sendable {
         let taken: (WaiterList<@Sendable () -> Void>, Coroutine?, PromiseStateMachine.Settled)? = withState { s in
             guard s.isPending else { return nil }
             let handlers = s.cancel()
-            let coroutine = s.linkedCoroutine
+            // Retained here, under the lock: the link is valid only while the promise is pending.
+            let coroutine = s.linkedCoroutine?.takeUnretainedValue()
             guard let settled = s.settle(o) else { return nil }
             Self.dispatchObservers(settled, o)
             return (handlers, coroutine, settled)
@@ -112,7 +113,7 @@ public final class Promise<Value: Sendable>: @unchecked Sendable {
     /// Links the coroutine of `Coroutine.async`: cancelling the promise cancels it.
     @usableFromInline
     func link(_ c: Coroutine) {
-        withState { s in if s.isPending { s.linkedCoroutine = c } }
+        withState { s in if s.isPending { s.linkedCoroutine = Unmanaged.passUnretained(c) } }
     }
 
     /// Whether the promise is not settled yet.
@@ -138,13 +139,20 @@ public final class Promise<Value: Sendable>: @unchecked Sendable {
     /// - Complexity: O(1) to register; O(waiters) to withdraw after cancellation.
     @inlinable
     public func await() throws -> Value {
-        try Coroutine.withCurrent { c in
+        let settled: PromiseOutcome? = try Coroutine.withCurrent { c in
+            // A promise already settled (a coroutine collecting its children's results) is read
+            // with one lock round and no waiter: no ticket, no armed epoch. The interrupt check
+            // still comes first, as for any suspending call (SPEC §4.4).
+            try c.checkInterrupts()
+            if let o = withState({ $0.outcome }) { return o }
             try c.wait(.promise, register: { ticket in
                 withState { $0.add(ticket) }
             }, unregister: { ticket in
                 withState { $0.remove(ticket) }
             })
+            return nil
         }
+        if let settled { return try settled.result(as: Value.self).get() }
         // Settled, or the wait would have thrown. Read under the lock: reading a field of
         // `unsafeState` is an access to the whole variable, which would race (in Swift's memory
         // model, and as ThreadSanitizer reports it) with another thread's `withState`.

@@ -104,7 +104,11 @@ struct PromiseStateMachine {
     @usableFromInline var cancelHandlers = WaiterList<@Sendable () -> Void>()
     @usableFromInline var isCancelled = false
     /// The coroutine of `Coroutine.async` that `cancel()` cancels; dropped once settled.
-    @usableFromInline var linkedCoroutine: Coroutine?
+    /// Not retained: that coroutine settles this promise before it finishes (its body's outcome,
+    /// or the reason it never ran), and its scheduler's registry keeps it alive until it has
+    /// finished — so the reference is valid for as long as it is here. A user of it retains it
+    /// under the lock.
+    @usableFromInline var linkedCoroutine: Unmanaged<Coroutine>?
 
     @inlinable
     init() {}
