@@ -130,10 +130,10 @@ public final class Coroutine: @unchecked Sendable, Hashable, CustomStringConvert
     @discardableResult
     public static func launch(on scheduler: CoroutineScheduler? = nil, name: String? = nil,
                               stackSize: Int? = nil,
-                              _ body: @escaping @Sendable () throws -> Void) -> Coroutine {
-        let target = scheduler ?? CoroutineScheduler.defaultForLaunch()
-        let c = Coroutine(scheduler: target, name: name, stackSize: stackSize,
-                          reportsUnobservedErrors: true, unstartedObserver: nil, body: body)
+                              _ body: consuming @escaping @Sendable () throws -> Void) -> Coroutine {
+        let target = scheduler.map(Unmanaged.passUnretained) ?? CoroutineScheduler.defaultForLaunchUnretained()
+        let c = Coroutine(scheduler: target.takeUnretainedValue(), name: name, stackSize: stackSize,
+                          reportsUnobservedErrors: true, unstartedObserver: nil, body: consume body)
         c.startUnderCurrent()
         return c
     }
@@ -150,18 +150,21 @@ public final class Coroutine: @unchecked Sendable, Hashable, CustomStringConvert
     @inlinable
     public static func async<Value: Sendable>(on scheduler: CoroutineScheduler? = nil, name: String? = nil,
                                               stackSize: Int? = nil,
-                                              _ body: @escaping @Sendable () throws -> Value) -> Promise<Value> {
+                                              _ body: consuming @escaping @Sendable () throws -> Value) -> Promise<Value> {
         let promise = Promise<Value>()
         // The promise keeps the body, so that the coroutine's closure captures the promise
         // alone: a closure whose only capture is one object uses it as its context, and
         // allocates nothing.
-        promise.coroutineBody = body
-        let target = scheduler ?? CoroutineScheduler.defaultForLaunch()
-        let c = Coroutine(scheduler: target, name: name, stackSize: stackSize,
-                          reportsUnobservedErrors: false, unstartedObserver: promise,
-                          body: { try promise.runCoroutineBody() })
+        promise.coroutineBody = consume body
+        let target = scheduler.map(Unmanaged.passUnretained) ?? CoroutineScheduler.defaultForLaunchUnretained()
+        // Nobody but the scheduler's registry keeps this coroutine: the reference it is created
+        // with becomes the registry's.
+        let c = Unmanaged.passRetained(Coroutine(scheduler: target.takeUnretainedValue(), name: name,
+                                                 stackSize: stackSize, reportsUnobservedErrors: false,
+                                                 unstartedObserver: promise,
+                                                 body: { try promise.runCoroutineBody() }))
         promise.link(c)
-        c.startUnderCurrent()
+        Coroutine.startUnderCurrent(registryEntry: c)
         return promise
     }
 
@@ -169,16 +172,30 @@ public final class Coroutine: @unchecked Sendable, Hashable, CustomStringConvert
     /// (borrowed: it is alive while it runs this code).
     @usableFromInline
     func startUnderCurrent() {
-        if let p = ccoro_tls_coroutine() {
-            Unmanaged<Coroutine>.fromOpaque(p)._withUnsafeGuaranteedRef { start(parent: $0) }
-        } else {
-            start(parent: nil)
+        Coroutine.startUnderCurrent(registryEntry: .passRetained(self))
+    }
+
+    /// ``startUnderCurrent()`` for the coroutine `entry`, whose reference (+1) becomes the one
+    /// its scheduler's registry keeps.
+    @usableFromInline
+    static func startUnderCurrent(registryEntry entry: Unmanaged<Coroutine>) {
+        entry._withUnsafeGuaranteedRef { c in
+            if let p = ccoro_tls_coroutine() {
+                Unmanaged<Coroutine>.fromOpaque(p)._withUnsafeGuaranteedRef { c.start(parent: $0, registryEntry: entry) }
+            } else {
+                c.start(parent: nil, registryEntry: entry)
+            }
         }
     }
 
     /// Links to the parent, registers with the scheduler and queues the first run.
     @usableFromInline
     func start(parent: Coroutine?) {
+        start(parent: parent, registryEntry: .passRetained(self))
+    }
+
+    /// ``start(parent:)``, with `entry` (+1 on `self`) becoming the registry's reference.
+    func start(parent: Coroutine?, registryEntry entry: Unmanaged<Coroutine>) {
         if let parent {
             // The critical section works on unretained references (the caller keeps both
             // alive), so linking counts no references beyond the one `self.parent` keeps.
@@ -200,7 +217,7 @@ public final class Coroutine: @unchecked Sendable, Hashable, CustomStringConvert
                 cancelledFlag.store(true, ordering: .sequentiallyConsistent)
             }
         }
-        scheduler.admit(self)
+        scheduler.admit(entry)
     }
 
     // MARK: State

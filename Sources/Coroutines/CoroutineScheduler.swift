@@ -141,12 +141,19 @@ public final class CoroutineScheduler: @unchecked Sendable {
     /// The default scheduler for `launch(on: nil)` (SPEC §4.2).
     @usableFromInline
     static func defaultForLaunch() -> CoroutineScheduler {
+        defaultForLaunchUnretained().takeUnretainedValue()
+    }
+
+    /// ``defaultForLaunch()`` without a reference: every scheduler it can return outlives the
+    /// call (the running coroutine's, the one this thread drives, `main`, a pool's).
+    @usableFromInline
+    static func defaultForLaunchUnretained() -> Unmanaged<CoroutineScheduler> {
         if let p = ccoro_tls_coroutine() {
-            return Unmanaged<Coroutine>.fromOpaque(p)._withUnsafeGuaranteedRef { $0.scheduler }
+            return Unmanaged<Coroutine>.fromOpaque(p)._withUnsafeGuaranteedRef { .passUnretained($0.scheduler) }
         }
-        if let s = current { return s }
-        if isMainThread() { return .main }
-        return SchedulerPool.default(for: .default).next()
+        if let p = ccoro_tls_scheduler() { return Unmanaged<CoroutineScheduler>.fromOpaque(p) }
+        if isMainThread() { return .passUnretained(.main) }
+        return .passUnretained(SchedulerPool.default(for: .default).next())
     }
 
     @inline(__always)
@@ -210,8 +217,13 @@ public final class CoroutineScheduler: @unchecked Sendable {
     // MARK: Admission and wake-ups
 
     /// Registers a new coroutine and queues its first run (or finishes it if stopped).
-    func admit(_ c: Coroutine) {
-        let entry = Unmanaged.passRetained(c)   // the registry's reference, until unregister
+    /// - Parameter entry: The coroutine, with the reference (+1) that the registry keeps until
+    ///   `unregister` (or the loop, after `reap`) gives it back.
+    func admit(_ entry: Unmanaged<Coroutine>) {
+        entry._withUnsafeGuaranteedRef { admit($0, entry) }
+    }
+
+    private func admit(_ c: Coroutine, _ entry: Unmanaged<Coroutine>) {
         registry.locked { r in
             c.registryNext = r.head
             r.head?._withUnsafeGuaranteedRef { $0.registryPrevious = entry }

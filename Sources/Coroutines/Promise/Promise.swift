@@ -111,9 +111,13 @@ public final class Promise<Value: Sendable>: @unchecked Sendable {
     }
 
     /// Links the coroutine of `Coroutine.async`: cancelling the promise cancels it.
+    ///
+    /// Called before the promise or the coroutine is visible to any other code (before the
+    /// coroutine is queued and the promise returned), so it takes no lock: the queueing
+    /// publishes the write.
     @usableFromInline
-    func link(_ c: Coroutine) {
-        withState { s in if s.isPending { s.linkedCoroutine = Unmanaged.passUnretained(c) } }
+    func link(_ c: Unmanaged<Coroutine>) {
+        unsafeState.linkedCoroutine = c
     }
 
     /// Whether the promise is not settled yet.
