@@ -127,8 +127,10 @@ extension Coroutine {
 
     /// Finishes a coroutine whose body never ran (cancelled before start, stopped scheduler, no stack).
     func finishUnstarted(_ error: any Error) {
-        body = nil
+        // The body keeps the observer alive (see `unstartedObserver`): released only after it.
+        let body = self.body.take()
         unstartedObserver?.coroutineNeverRan(error)
+        withExtendedLifetime(body) {}
         finish(error: error, bodyRan: false)
         scheduler.unregister(self)
     }

@@ -56,7 +56,10 @@ public final class Coroutine: @unchecked Sendable, Hashable, CustomStringConvert
     /// Whether an error thrown by the body is reported to `unobservedErrorHandler` if nobody joins.
     let reportsUnobservedErrors: Bool
     /// Told when the body never runs (the promise of `Coroutine.async`, runBlocking's result).
-    let unstartedObserver: (any UnstartedObserver)?
+    /// Not retained: every observer is captured by `body`, which keeps it alive for as long as
+    /// it can be told (`finishUnstarted` tells it before letting the body go). Once the body
+    /// has been taken to run, this is never read again.
+    unowned(unsafe) let unstartedObserver: (any UnstartedObserver)?
 
     // MARK: Confined to the scheduler's thread
 

@@ -44,7 +44,7 @@ public final class CoroutineActor<Message: Sendable, Reply: Sendable>: Sendable 
         self.mailbox = mailbox
         coroutine = Coroutine(scheduler: scheduler ?? CoroutineScheduler.defaultForLaunch(), name: "actor",
                               stackSize: nil, reportsUnobservedErrors: true,
-                              unstartedObserver: MailboxTerminator(mailbox),
+                              unstartedObserver: mailbox,
                               body: {
                                   defer { mailbox.terminate() }
                                   do {
@@ -87,8 +87,7 @@ public final class CoroutineActor<Message: Sendable, Reply: Sendable>: Sendable 
 }
 
 /// Terminates the mailbox of an actor whose coroutine never ran.
-final class MailboxTerminator<Message: Sendable, Reply: Sendable>: UnstartedObserver {
-    let mailbox: Mailbox<Message, Reply>
-    init(_ mailbox: Mailbox<Message, Reply>) { self.mailbox = mailbox }
-    func coroutineNeverRan(_ error: any Error) { mailbox.terminate() }
+extension Mailbox: UnstartedObserver {
+    @usableFromInline
+    func coroutineNeverRan(_ error: any Error) { terminate() }
 }

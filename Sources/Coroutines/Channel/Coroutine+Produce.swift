@@ -25,7 +25,7 @@ extension Coroutine {
         let channel = Channel<T>(capacity: capacity)
         let producer = Coroutine(scheduler: scheduler ?? CoroutineScheduler.defaultForLaunch(), name: "produce",
                                  stackSize: nil, reportsUnobservedErrors: false,
-                                 unstartedObserver: ProducerChannel(channel),
+                                 unstartedObserver: channel,
                                  body: {
                                      do {
                                          try body(channel)
@@ -40,9 +40,8 @@ extension Coroutine {
     }
 }
 
-/// Closes a producer's channel with the error of a producer that never ran.
-final class ProducerChannel<T: Sendable>: UnstartedObserver {
-    let channel: Channel<T>
-    init(_ channel: Channel<T>) { self.channel = channel }
-    func coroutineNeverRan(_ error: any Error) { channel.close(throwing: error) }
+/// A producer that never ran closes its channel with the reason.
+extension Channel: UnstartedObserver {
+    @usableFromInline
+    func coroutineNeverRan(_ error: any Error) { close(throwing: error) }
 }
