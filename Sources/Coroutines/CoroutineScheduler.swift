@@ -62,6 +62,9 @@ public final class CoroutineScheduler: @unchecked Sendable {
     @exclusivity(unchecked) var directBudget = 0
     /// Default-size stacks kept by this scheduler (taken and given back without a lock).
     @exclusivity(unchecked) var stackCache: [UnsafeMutablePointer<ccoro_stack_record>] = []
+    /// `stackCache.count` for readers on other threads (``StackAllocator/stacksInUse``). Only
+    /// the scheduler's thread writes it, with plain stores: no read-modify-write per coroutine.
+    let cachedStacks = Atomic<Int>(0)
     /// State of the scheduler's random generator (SplitMix64), used by `select`.
     @exclusivity(unchecked) var randomState: UInt64 = {
         var g = SystemRandomNumberGenerator()
@@ -562,10 +565,8 @@ public final class CoroutineScheduler: @unchecked Sendable {
             case .coroutine(let c): c.finishUnstarted(CoroutineError.schedulerStopped)
             }
         }
-        for r in stackCache {
-            StackAllocator.shared.cachedInSchedulers.subtract(1, ordering: .relaxed)
-            StackAllocator.shared.give(r)
-        }
+        cachedStacks.store(0, ordering: .relaxed)
+        for r in stackCache { StackAllocator.shared.give(r) }
         stackCache = []
         // Timers of a stopped scheduler can never fire here. Those armed for other code
         // (`Promise.timeout`, `cancel(after:)`) move to a pool scheduler with the same deadline;

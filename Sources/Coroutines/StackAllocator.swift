@@ -133,8 +133,6 @@ final class StackAllocator: Sendable {
         var pooled = 0
     }
     private let state = Mutex(State())
-    /// Stacks held in schedulers' private caches (counted as in use by `state`).
-    let cachedInSchedulers = Atomic<Int>(0)
     /// Stacks given back since the last `trim` (a cheap hint for idle schedulers).
     private let givenSinceTrim = Atomic<Int>(0)
     /// Idle stacks per size whose memory stays resident for quick reuse; older idle stacks are
@@ -297,8 +295,12 @@ final class StackAllocator: Sendable {
         }
     }
 
-    /// Stacks currently handed out (for tests and `dumpAll`).
-    var stacksInUse: Int { state.locked { $0.inUse } - cachedInSchedulers.load(ordering: .relaxed) }
+    /// Stacks currently handed out (for tests and `dumpAll`): those counted in use by `state`,
+    /// less those idle in schedulers' private caches. O(schedulers).
+    var stacksInUse: Int {
+        let cached = SchedulerDirectory.shared.all.reduce(0) { $0 + $1.cachedStacks.load(ordering: .relaxed) }
+        return state.locked { $0.inUse } - cached
+    }
     /// Guarded stacks idle in the pool.
     var stacksPooled: Int { state.locked { $0.pooled } }
 }
