@@ -48,7 +48,7 @@ extension Coroutine {
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
                 enum Outcome { case finished, waiting, cancelled }
-                let outcome: Outcome = shared.locked { s in
+                let outcome: Outcome = withShared { s in
                     if s.finished { return .finished }
                     if Task.isCancelled { return .cancelled }
                     s.joiners.append(.continuation(id: id, continuation))
@@ -61,7 +61,7 @@ extension Coroutine {
                 }
             }
         } onCancel: {
-            let removed: CheckedContinuation<Void, any Error>? = shared.locked { s in
+            let removed: CheckedContinuation<Void, any Error>? = withShared { s in
                 guard let i = s.joiners.firstIndex(where: { if case .continuation(id, _) = $0 { return true } else { return false } }) else { return nil }
                 guard case .continuation(_, let k) = s.joiners.remove(at: i) else { return nil }
                 return k

@@ -20,10 +20,10 @@ extension Coroutine {
         // caller's stack.
         var pending: [Coroutine] = [self]
         while let c = pending.popLast() {
-            if c.shared.locked({ $0.finished }) { continue }
+            if c.withShared({ $0.finished }) { continue }
             if c.cancelledFlag.exchange(true, ordering: .sequentiallyConsistent) { continue }
             c.interruptWait(.cancelled)
-            c.shared.locked { s in
+            c.withShared { s in
                 var child = s.firstChild
                 while let x = child {
                     pending.append(x.takeUnretainedValue())
@@ -43,7 +43,7 @@ extension Coroutine {
         // A strong capture (a weak one would give the coroutine a side table and slow every
         // retain): the timer is released when the coroutine finishes, which ends the cycle.
         let handle = scheduler.scheduleTimer(deadline: deadline) { self.cancel() }
-        let finished = shared.locked { s in
+        let finished = withShared { s in
             if s.finished { return true }
             s.cancelTimers.append(handle)
             return false
@@ -66,13 +66,13 @@ extension Coroutine {
         try Coroutine.withCurrent { me in
             if me === self { throw CoroutineError.joinSelf }
             try me.wait(.join, register: { ticket in
-                shared.locked { s in
+                withShared { s in
                     if s.finished { return true }
                     s.joiners.append(.coroutine(ticket))
                     return false
                 }
             }, unregister: { ticket in
-                shared.locked { s in
+                withShared { s in
                     s.joiners.removeAll { if case .coroutine(let t) = $0 { return t.matches(ticket) } else { return false } }
                 }
             })
@@ -89,7 +89,7 @@ extension Coroutine {
         // untouched (moving an empty array still costs reference counting).
         var timers: [TimerHandle]?
         var joiners: [Joiner]?
-        shared.locked { s in
+        withShared { s in
             s.finished = true
             if let error { s.error = error }
             if !s.cancelTimers.isEmpty { timers = s.cancelTimers; s.cancelTimers = [] }
@@ -111,7 +111,7 @@ extension Coroutine {
         }
         // Taken, not copied: the reference is given up here anyway.
         if let parent = parent.take() {
-            parent.shared.locked { s in
+            parent.withShared { s in
                 let (previous, next) = (previousSibling, nextSibling)
                 if let previous {
                     previous._withUnsafeGuaranteedRef { $0.nextSibling = next }

@@ -68,9 +68,22 @@ public final class Coroutine: @unchecked Sendable, Hashable, CustomStringConvert
     /// NUL-terminated copy of `name` for the signal handler.
     @exclusivity(unchecked) var cName: UnsafeMutablePointer<CChar>?
 
-    // MARK: Guarded by `shared`
+    // MARK: Guarded by `sharedLock`
 
-    let shared = Mutex(SharedState())
+    /// Guards `sharedState` (and, of a parent, its children's sibling links). A spin lock: its
+    /// critical sections only move a few fields and links (see ``SpinLock``).
+    let sharedLock = SpinLock()
+    /// Read and written only inside ``withShared(_:)``. Any thread.
+    @exclusivity(unchecked) var sharedState = SharedState()
+
+    /// Runs `body` with the join/finish state, holding `sharedLock`. Never suspend or call user
+    /// code inside.
+    @inline(__always)
+    func withShared<R>(_ body: (inout SharedState) throws -> R) rethrows -> R {
+        sharedLock.lock()
+        defer { sharedLock.unlock() }
+        return try body(&sharedState)
+    }
     struct SharedState {
         var finished = false
         var error: (any Error)?
@@ -81,9 +94,9 @@ public final class Coroutine: @unchecked Sendable, Hashable, CustomStringConvert
         var firstChild: Unmanaged<Coroutine>?
     }
     /// The coroutine this one was launched from; cleared when this one finishes.
-    /// Guarded by `parent.shared`'s lock for the sibling links.
+    /// Guarded by `parent.sharedLock` for the sibling links.
     @exclusivity(unchecked) var parent: Coroutine?
-    // Guarded by the parent's `shared` lock; not retained (see `SharedState.firstChild`), and
+    // Guarded by the parent's `sharedLock`; not retained (see `SharedState.firstChild`), and
     // `Unmanaged` so that walking and unlinking the list costs no reference counting.
     @exclusivity(unchecked) var previousSibling: Unmanaged<Coroutine>?
     @exclusivity(unchecked) var nextSibling: Unmanaged<Coroutine>?
@@ -204,7 +217,7 @@ public final class Coroutine: @unchecked Sendable, Hashable, CustomStringConvert
             // alive), so linking counts no references beyond the one `self.parent` keeps.
             let me = Unmanaged.passUnretained(self)
             let from = Unmanaged.passUnretained(parent)
-            let linked: Bool = parent.shared.locked { s in
+            let linked: Bool = parent.withShared { s in
                 if from._withUnsafeGuaranteedRef({ $0.cancelledFlag.load(ordering: .sequentiallyConsistent) }) {
                     return false
                 }
@@ -231,11 +244,11 @@ public final class Coroutine: @unchecked Sendable, Hashable, CustomStringConvert
 
     /// Whether the body has returned or thrown (or the coroutine finished without running).
     /// - Complexity: O(1). Thread-safe.
-    public var isFinished: Bool { shared.locked { $0.finished } }
+    public var isFinished: Bool { withShared { $0.finished } }
 
     /// What the body threw, once finished (`nil` while running or after a normal return).
     /// - Complexity: O(1). Thread-safe.
-    public var error: (any Error)? { shared.locked { $0.error } }
+    public var error: (any Error)? { withShared { $0.error } }
 
     var status: CoroutineStatus {
         get { CoroutineStatus(rawValue: statusValue.load(ordering: .relaxed))! }

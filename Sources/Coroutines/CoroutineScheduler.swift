@@ -82,7 +82,20 @@ public final class CoroutineScheduler: @unchecked Sendable {
     private let incomingCount = Atomic<Int>(0)
     private let parked = Atomic<Bool>(false)
     let stopRequested = Atomic<Bool>(false)
-    let registry = Mutex(Registry())
+    /// Guards `registryState`. A spin lock: registering and unregistering only move links, and
+    /// the owner thread takes it for every coroutine it starts and reaps (see ``SpinLock``).
+    let registryLock = SpinLock()
+    /// Read and written only inside ``withRegistry(_:)``. Any thread.
+    @exclusivity(unchecked) var registryState = Registry()
+
+    /// Runs `body` with the registry, holding `registryLock`. Never suspend or call user code
+    /// inside.
+    @inline(__always)
+    func withRegistry<R>(_ body: (inout Registry) throws -> R) rethrows -> R {
+        registryLock.lock()
+        defer { registryLock.unlock() }
+        return try body(&registryState)
+    }
 
     struct Incoming {
         var items: [Runnable] = []
@@ -215,7 +228,7 @@ public final class CoroutineScheduler: @unchecked Sendable {
     /// pool schedulers (which never stop).
     public var isStopped: Bool { incoming.locked { $0.closed } }
 
-    var liveCount: Int { registry.locked { $0.count } }
+    var liveCount: Int { withRegistry { $0.count } }
 
     // MARK: Admission and wake-ups
 
@@ -227,7 +240,7 @@ public final class CoroutineScheduler: @unchecked Sendable {
     }
 
     private func admit(_ c: Coroutine, _ entry: Unmanaged<Coroutine>) {
-        registry.locked { r in
+        withRegistry { r in
             c.registryNext = r.head
             r.head?._withUnsafeGuaranteedRef { $0.registryPrevious = entry }
             r.head = entry
@@ -262,7 +275,7 @@ public final class CoroutineScheduler: @unchecked Sendable {
     /// Removes `c` from the registry, keeping the registry's reference for the caller to give
     /// back. Returns false if `c` was not linked (then there is no reference to give back).
     func unlink(_ c: Coroutine) -> Bool {
-        registry.locked { r in
+        withRegistry { r in
             let (previous, next) = (c.registryPrevious, c.registryNext)
             guard previous != nil || r.head?.toOpaque() == Unmanaged.passUnretained(c).toOpaque() else { return false }
             if let previous { previous._withUnsafeGuaranteedRef { $0.registryNext = next } } else { r.head = next }
@@ -537,7 +550,7 @@ public final class CoroutineScheduler: @unchecked Sendable {
     /// that they can be used after the registry's lock is released. Any thread.
     /// - Complexity: O(live coroutines).
     func liveCoroutines() -> [Coroutine] {
-        registry.locked { r in
+        withRegistry { r in
             var all: [Coroutine] = []
             all.reserveCapacity(r.count)
             var c = r.head
