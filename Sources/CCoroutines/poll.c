@@ -197,14 +197,28 @@ int ccoro_poll_wait(int pfd, ccoro_poll_event *out, int max, long long timeout_n
 }
 #endif
 
+// A thread's stack does not move, so its bounds are looked up once per thread: on the main
+// thread glibc's pthread_getattr_np parses /proc/self/maps, which takes milliseconds once
+// hundreds of thousands of coroutine stacks are mapped — and a scheduler asks at every drive
+// (each runBlocking).
+static __thread void *cached_stack_base;
+static __thread size_t cached_stack_size;
+
 void ccoro_thread_stack_bounds(void **base, size_t *size) {
   *base = NULL;
   *size = 0;
 #if defined(__linux__)
+  if (cached_stack_size != 0) {
+    *base = cached_stack_base;
+    *size = cached_stack_size;
+    return;
+  }
   pthread_attr_t attr;
   if (pthread_getattr_np(pthread_self(), &attr) == 0) {
     pthread_attr_getstack(&attr, base, size);
     pthread_attr_destroy(&attr);
+    cached_stack_base = *base;
+    cached_stack_size = *size;
   }
 #elif defined(__APPLE__)
   void *top = pthread_get_stackaddr_np(pthread_self());

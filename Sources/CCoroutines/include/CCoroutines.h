@@ -192,7 +192,7 @@ int ccoro_poll_register(int pfd, int fd, uint64_t data);
 /// each with the datum its descriptor was registered with (see `ccoro_poll_event`). Returns
 /// their number.
 int ccoro_poll_wait(int pfd, ccoro_poll_event *out, int max, long long timeout_ns);
-/// The calling thread's stack: lowest address and size.
+/// The calling thread's stack: lowest address and size (looked up once per thread).
 void ccoro_thread_stack_bounds(void **base, size_t *size);
 
 /// Tells ThreadSanitizer that the calling thread acquired / released the lock guarding `addr`
