@@ -76,13 +76,10 @@ public final class Coroutine: @unchecked Sendable, Hashable, CustomStringConvert
     /// Read and written only inside ``withShared(_:)``. Any thread.
     @exclusivity(unchecked) var sharedState = SharedState()
 
-    /// Runs `body` with the join/finish state, holding `sharedLock`. Never suspend or call user
-    /// code inside.
+    /// Runs `body` with the join/finish state, holding `sharedLock`.
     @inline(__always)
     func withShared<R>(_ body: (inout SharedState) throws -> R) rethrows -> R {
-        sharedLock.lock()
-        defer { sharedLock.unlock() }
-        return try body(&sharedState)
+        try sharedLock.locked(&sharedState, body)
     }
     struct SharedState {
         var finished = false

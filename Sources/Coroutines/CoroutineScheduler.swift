@@ -88,13 +88,10 @@ public final class CoroutineScheduler: @unchecked Sendable {
     /// Read and written only inside ``withRegistry(_:)``. Any thread.
     @exclusivity(unchecked) var registryState = Registry()
 
-    /// Runs `body` with the registry, holding `registryLock`. Never suspend or call user code
-    /// inside.
+    /// Runs `body` with the registry, holding `registryLock`.
     @inline(__always)
     func withRegistry<R>(_ body: (inout Registry) throws -> R) rethrows -> R {
-        registryLock.lock()
-        defer { registryLock.unlock() }
-        return try body(&registryState)
+        try registryLock.locked(&registryState, body)
     }
 
     struct Incoming {
