@@ -99,7 +99,7 @@ struct JoinBridgeTests {
                 throw PromiseTestError.boom
             }
             let joiner = Task { try await c.join() }
-            try await waitUntil("the task is joining") { c.shared.locked { $0.joiners.count } == 1 }
+            try await waitUntil("the task is joining") { c.withShared { $0.joiners.count } == 1 }
             #expect(!c.isFinished)
             // When it is released
             release.fulfill(())
@@ -127,12 +127,12 @@ struct JoinBridgeTests {
             let release = Promise<Int>()
             let c = Coroutine.launch(on: s) { _ = try release.await() }
             let joiner = Task { try await c.join() }
-            try await waitUntil("the task is joining") { c.shared.locked { $0.joiners.count } == 1 }
+            try await waitUntil("the task is joining") { c.withShared { $0.joiners.count } == 1 }
             // When the task is cancelled
             joiner.cancel()
             // Then it throws, its waiter is gone and the coroutine goes on
             await #expect(throws: CancellationError.self) { try await joiner.value }
-            #expect(c.shared.locked { $0.joiners.count } == 0)
+            #expect(c.withShared { $0.joiners.count } == 0)
             #expect(!c.isCancelled)
             #expect(!c.isFinished)
             release.fulfill(1)

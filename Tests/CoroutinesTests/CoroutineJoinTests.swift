@@ -49,7 +49,7 @@ struct CoroutineJoinTests {
                     for _ in 0..<3 { group.addTask { try await t.join(); woke.increment() } }
                     group.addTask { for j in coroutineJoiners { try await j.join() } }
                     // Registration has no public signal: watch the target's joiner list.
-                    #expect(await Kit.eventually { t.shared.locked { $0.joiners.count } == 6 })
+                    #expect(await Kit.eventually { t.withShared { $0.joiners.count } == 6 })
                     gate.fulfill(())
                     try await group.waitForAll()
                 }
@@ -103,10 +103,10 @@ struct CoroutineJoinTests {
             let gate = Promise<Void>()
             let c = Coroutine.launch(on: s) { try gate.await() }
             let waiter = Task { try await c.join() }
-            #expect(await Kit.eventually { c.shared.locked { $0.joiners.count } == 1 })
+            #expect(await Kit.eventually { c.withShared { $0.joiners.count } == 1 })
             waiter.cancel()
             await #expect(throws: CancellationError.self) { try await waiter.value }
-            #expect(c.shared.locked { $0.joiners.count } == 0)
+            #expect(c.withShared { $0.joiners.count } == 0)
             #expect(!c.isCancelled)
             gate.fulfill(())
             try await c.join()
@@ -205,7 +205,7 @@ struct UnobservedErrorTests {
                     throw Boom(code: 4)
                 }
                 async let joined: Void = c.join()
-                #expect(await Kit.eventually { c.shared.locked { $0.joiners.count } == 1 })
+                #expect(await Kit.eventually { c.withShared { $0.joiners.count } == 1 })
                 gate.fulfill(())
                 try await joined
                 // Flush the scheduler so a (wrong) report would have run.
