@@ -93,7 +93,7 @@ extension CoroutineScheduler {
     func prepareStack(_ c: Coroutine, cachedOnly: Bool = false) -> Bool {
         let r: UnsafeMutablePointer<ccoro_stack_record>
         if c.stackSize == StackAllocator.defaultStackSize, let cached = stackCache.popLast() {
-            cachedStacks.store(stackCache.count, ordering: .relaxed)
+            cachedStacks.store(stackCache.count, ordering: .releasing)
             StackAllocator.shared.prepareForUse(cached)
             r = cached
         } else if !cachedOnly, let fresh = StackAllocator.shared.take(size: c.stackSize) {
@@ -124,7 +124,7 @@ extension CoroutineScheduler {
             if Int(r.pointee.stack.class_size) == StackAllocator.defaultStackSize
                 && stackCache.count < StackAllocator.schedulerCacheLimit {
                 stackCache.append(r)
-                cachedStacks.store(stackCache.count, ordering: .relaxed)
+                cachedStacks.store(stackCache.count, ordering: .releasing)
             } else {
                 StackAllocator.shared.give(r)
             }

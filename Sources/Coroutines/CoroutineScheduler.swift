@@ -249,7 +249,7 @@ public final class CoroutineScheduler: @unchecked Sendable {
                 // main is being stopped: the coroutine starts cancelled (never runs its body).
                 c.cancelledFlag.store(true, ordering: .sequentiallyConsistent)
             } else {
-                c.finishUnstarted(CoroutineError.schedulerStopped)
+                finishRefused(c)
                 // The loop may have seen `c` registered and parked, waiting for the live count
                 // to reach zero: it must look again.
                 wakeLoop()
@@ -259,8 +259,17 @@ public final class CoroutineScheduler: @unchecked Sendable {
         if isOnOwnThread {
             runQueue.append(Unmanaged.passUnretained(c))
         } else if !post(.coroutine(c)) {
-            c.finishUnstarted(CoroutineError.schedulerStopped)
+            finishRefused(c)
         }
+    }
+
+    /// Finishes a coroutine that a stopped scheduler refused. The registry's reference may be
+    /// the only one (`Coroutine.async` keeps no other), and finishing gives it back: hold one of
+    /// our own for the call, as `unregister` requires.
+    private func finishRefused(_ c: Coroutine) {
+        let keep = Unmanaged.passRetained(c)
+        c.finishUnstarted(CoroutineError.schedulerStopped)
+        keep.release()
     }
 
     /// Removes `c` from the registry and gives back the registry's reference (often the last
@@ -575,7 +584,7 @@ public final class CoroutineScheduler: @unchecked Sendable {
             case .coroutine(let c): c.finishUnstarted(CoroutineError.schedulerStopped)
             }
         }
-        cachedStacks.store(0, ordering: .relaxed)
+        cachedStacks.store(0, ordering: .releasing)
         for r in stackCache { StackAllocator.shared.give(r) }
         stackCache = []
         // Timers of a stopped scheduler can never fire here. Those armed for other code

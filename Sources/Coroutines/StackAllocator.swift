@@ -296,10 +296,27 @@ final class StackAllocator: Sendable {
     }
 
     /// Stacks currently handed out (for tests and `dumpAll`): those counted in use by `state`,
-    /// less those idle in schedulers' private caches. O(schedulers).
+    /// less those idle in schedulers' private caches.
+    ///
+    /// Exact while no scheduler starts or finishes coroutines (and, in particular, once they have
+    /// stopped). While they do, stacks move between caches and the pool during the reads: the
+    /// caches are read before and after the count, and again until both readings agree (a
+    /// stopping scheduler leaves the directory before it gives its cache back), so the figure is
+    /// a recent one, not a mix that could even be negative. O(schedulers) per reading, at most
+    /// 1,000 readings.
     var stacksInUse: Int {
-        let cached = SchedulerDirectory.shared.all.reduce(0) { $0 + $1.cachedStacks.load(ordering: .relaxed) }
-        return state.locked { $0.inUse } - cached
+        func cached() -> Int {
+            SchedulerDirectory.shared.all.reduce(0) { $0 + $1.cachedStacks.load(ordering: .acquiring) }
+        }
+        var before = cached()
+        for _ in 0..<1_000 {
+            let inUse = state.locked { $0.inUse }
+            let after = cached()
+            if after == before { return inUse - after }
+            before = after
+        }
+        // Caches changing under every reading (busy schedulers): the latest, never negative.
+        return max(0, state.locked { $0.inUse } - cached())
     }
     /// Guarded stacks idle in the pool.
     var stacksPooled: Int { state.locked { $0.pooled } }
