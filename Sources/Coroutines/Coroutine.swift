@@ -76,10 +76,14 @@ public final class Coroutine: @unchecked Sendable, Hashable, CustomStringConvert
     /// Read and written only inside ``withShared(_:)``. Any thread.
     @exclusivity(unchecked) var sharedState = SharedState()
 
-    /// Runs `body` with the join/finish state, holding `sharedLock`.
+    /// Runs `body` with the join/finish state, holding `sharedLock`. Never suspend or call user
+    /// code inside. (The state is touched only after `lock()`: passing `&sharedState` to a helper
+    /// that locks would begin the access before the lock is held.)
     @inline(__always)
     func withShared<R>(_ body: (inout SharedState) throws -> R) rethrows -> R {
-        try sharedLock.locked(&sharedState, body)
+        sharedLock.lock()
+        defer { sharedLock.unlock() }
+        return try body(&sharedState)
     }
     struct SharedState {
         var finished = false

@@ -88,10 +88,13 @@ public final class CoroutineScheduler: @unchecked Sendable {
     /// Read and written only inside ``withRegistry(_:)``. Any thread.
     @exclusivity(unchecked) var registryState = Registry()
 
-    /// Runs `body` with the registry, holding `registryLock`.
+    /// Runs `body` with the registry, holding `registryLock`. Never suspend or call user code
+    /// inside. (As `Coroutine.withShared`: the state is touched only after `lock()`.)
     @inline(__always)
     func withRegistry<R>(_ body: (inout Registry) throws -> R) rethrows -> R {
-        try registryLock.locked(&registryState, body)
+        registryLock.lock()
+        defer { registryLock.unlock() }
+        return try body(&registryState)
     }
 
     struct Incoming {

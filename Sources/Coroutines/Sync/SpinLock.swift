@@ -49,16 +49,6 @@ struct SpinLock: ~Copyable, @unchecked Sendable {
         word.store(0, ordering: .releasing)
     }
 
-    /// Runs `body` with `state`, which this lock guards, holding the lock. `state` is a stored
-    /// property of the lock's owner, declared `@exclusivity(unchecked)` and accessed nowhere
-    /// else. Never suspend or call user code inside.
-    @inline(__always)
-    func locked<State, R>(_ state: inout State, _ body: (inout State) throws -> R) rethrows -> R {
-        lock()
-        defer { unlock() }
-        return try body(&state)
-    }
-
     @usableFromInline
     func lockContended() {
         var attempts = 0
