@@ -55,7 +55,8 @@ typedef struct ccoro_stack {
 #define CCORO_CANARY_VALUE 0xC0C0A5A5DEADBEEFull
 
 /// Maps a guarded stack of `size` usable bytes (a multiple of the page size) with a guard of at
-/// least CCORO_GUARD_SIZE below it, its top at the next cache colour. Returns 0 on success.
+/// least CCORO_GUARD_SIZE below it. Its top takes a new cache colour: a page offset modulo
+/// CCORO_COLOR_SPAN, 7 pages on from the previous stack's (see stack.c). Returns 0 on success.
 int ccoro_stack_map_guarded(size_t size, ccoro_stack *out);
 /// Unmaps a guarded stack.
 void ccoro_stack_unmap_guarded(ccoro_stack *stack);
