@@ -143,7 +143,7 @@ public final class Promise<Value: Sendable>: @unchecked Sendable {
     /// - Complexity: O(1) to register; O(waiters) to withdraw after cancellation.
     @inlinable
     public func await() throws -> Value {
-        let settled: PromiseOutcome? = try Coroutine.withCurrent { c in
+        let outcome: PromiseOutcome = try Coroutine.withCurrent { c in
             // A promise already settled (a coroutine collecting its children's results) is read
             // with one lock round and no waiter: no ticket, no armed epoch. The interrupt check
             // still comes first, as for any suspending call (SPEC §4.4).
@@ -154,16 +154,15 @@ public final class Promise<Value: Sendable>: @unchecked Sendable {
             }, unregister: { ticket in
                 withState { $0.remove(ticket) }
             })
-            return nil
+            // Settled, or the wait would have thrown. Read under the lock: reading a field of
+            // `unsafeState` is an access to the whole variable, which would race (in Swift's
+            // memory model, and as ThreadSanitizer reports it) with another thread's `withState`.
+            guard let o = withState({ $0.outcome }) else {
+                preconditionFailure("internal inconsistency: a promise waiter was resumed while pending")
+            }
+            return o
         }
-        if let settled { return try settled.result(as: Value.self).get() }
-        // Settled, or the wait would have thrown. Read under the lock: reading a field of
-        // `unsafeState` is an access to the whole variable, which would race (in Swift's memory
-        // model, and as ThreadSanitizer reports it) with another thread's `withState`.
-        guard let o = withState({ $0.outcome }) else {
-            preconditionFailure("internal inconsistency: a promise waiter was resumed while pending")
-        }
-        return try o.result(as: Value.self).get()
+        return try outcome.result(as: Value.self).get()
     }
 
     /// Adds an observer that runs once with the settlement, as a job on the scheduler current now
