@@ -125,14 +125,18 @@ extension Coroutine {
         }
     }
 
-    /// Finishes a coroutine whose body never ran (cancelled before start, stopped scheduler, no stack).
+    /// Finishes a coroutine whose body never ran (cancelled before start, stopped scheduler, no
+    /// stack). Callers may merely borrow it: the registry's reference, given back here, can be
+    /// the only one (a `Coroutine.async` coroutine has no other), so it holds one of its own.
     func finishUnstarted(_ error: any Error) {
+        let keep = Unmanaged.passRetained(self)
         // The body keeps the observer alive (see `unstartedObserver`): released only after it.
         let body = self.body.take()
         unstartedObserver?.coroutineNeverRan(error)
         withExtendedLifetime(body) {}
         finish(error: error, bodyRan: false)
         scheduler.unregister(self)
+        keep.release()
     }
 }
 

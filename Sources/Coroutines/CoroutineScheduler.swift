@@ -252,7 +252,7 @@ public final class CoroutineScheduler: @unchecked Sendable {
                 // main is being stopped: the coroutine starts cancelled (never runs its body).
                 c.cancelledFlag.store(true, ordering: .sequentiallyConsistent)
             } else {
-                finishRefused(c)
+                c.finishUnstarted(CoroutineError.schedulerStopped)
                 // The loop may have seen `c` registered and parked, waiting for the live count
                 // to reach zero: it must look again.
                 wakeLoop()
@@ -262,17 +262,8 @@ public final class CoroutineScheduler: @unchecked Sendable {
         if isOnOwnThread {
             runQueue.append(Unmanaged.passUnretained(c))
         } else if !post(.coroutine(c)) {
-            finishRefused(c)
+            c.finishUnstarted(CoroutineError.schedulerStopped)
         }
-    }
-
-    /// Finishes a coroutine that a stopped scheduler refused. The registry's reference may be
-    /// the only one (`Coroutine.async` keeps no other), and finishing gives it back: hold one of
-    /// our own for the call, as `unregister` requires.
-    private func finishRefused(_ c: Coroutine) {
-        let keep = Unmanaged.passRetained(c)
-        c.finishUnstarted(CoroutineError.schedulerStopped)
-        keep.release()
     }
 
     /// Removes `c` from the registry and gives back the registry's reference (often the last
@@ -490,15 +481,15 @@ public final class CoroutineScheduler: @unchecked Sendable {
     }
 
     private func resumeFromLoop(_ u: Unmanaged<Coroutine>) {
-        // Borrowed from the registry (CoroutineQueue); finishing an unstarted coroutine
-        // unregisters it, so that takes a reference of its own for the call.
+        // Borrowed from the registry (CoroutineQueue); `finishUnstarted` holds a reference of its
+        // own while it unregisters the coroutine.
         let unstartedError: (any Error)? = u._withUnsafeGuaranteedRef { c in
             guard c.record == nil else { return nil }
             if c.cancelledFlag.load(ordering: .sequentiallyConsistent) { return CancellationError() }
             return prepareStack(c) ? nil : CoroutineError.stackUnavailable
         }
         if let unstartedError {
-            u.takeUnretainedValue().finishUnstarted(unstartedError)
+            u._withUnsafeGuaranteedRef { $0.finishUnstarted(unstartedError) }
             return
         }
         directBudget = 64
