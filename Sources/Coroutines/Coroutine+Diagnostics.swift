@@ -35,6 +35,9 @@ extension Coroutine {
 
     /// A report of every live coroutine: name, scheduler, state and what it waits on, one per line.
     ///
+    /// Coroutines of `Coroutine.async` launched from a coroutine onto its own scheduler that
+    /// have not started yet appear as one line per scheduler with their number.
+    ///
     /// For debugging hangs. The states of coroutines on other threads may change while the
     /// report is built.
     /// - Suspends: no. Thread-safe.
@@ -48,6 +51,12 @@ extension Coroutine {
                 if c.status == .suspended || kind != .none { line += " waiting in \(kind.label)" }
                 if c.isCancelled { line += " (cancelled)" }
                 lines.append(line)
+            }
+            // `Coroutine.async` launches from a coroutine get their coroutine object only when
+            // they first run (`PendingLaunch`): until then they are counted here.
+            let pending = scheduler.pendingLaunchCount.load(ordering: .relaxed)
+            if pending > 0 {
+                lines.append("\(pending) unnamed on \(scheduler.name): queued by Coroutine.async, not started yet")
             }
         }
         return lines.isEmpty ? "no live coroutines" : lines.joined(separator: "\n")

@@ -173,6 +173,17 @@ public final class Coroutine: @unchecked Sendable, Hashable, CustomStringConvert
         // alone: a closure whose only capture is one object uses it as its context, and
         // allocates nothing.
         promise.coroutineBody = consume body
+        // From a coroutine onto its own scheduler (the fan-out case), the coroutine object is
+        // created only when the launch reaches the head of the run queue (`PendingLaunch`).
+        if name == nil, stackSize == nil, let p = ccoro_tls_coroutine() {
+            let current = Unmanaged<Coroutine>.fromOpaque(p)
+            let queued = current._withUnsafeGuaranteedRef { launcher in
+                scheduler.map { $0 === launcher.scheduler } ?? true
+                    && launcher.scheduler.queueLaunch(body: { try promise.runCoroutineBody() }, observer: promise,
+                                                      parent: current)
+            }
+            if queued { return promise }
+        }
         let target = scheduler.map(Unmanaged.passUnretained) ?? CoroutineScheduler.defaultForLaunchUnretained()
         // Nobody but the scheduler's registry keeps this coroutine: the reference it is created
         // with becomes the registry's.
@@ -213,28 +224,32 @@ public final class Coroutine: @unchecked Sendable, Hashable, CustomStringConvert
 
     /// ``start(parent:)``, with `entry` (+1 on `self`) becoming the registry's reference.
     func start(parent: Coroutine?, registryEntry entry: Unmanaged<Coroutine>) {
-        if let parent {
-            // The critical section works on unretained references (the caller keeps both
-            // alive), so linking counts no references beyond the one `self.parent` keeps.
-            let me = Unmanaged.passUnretained(self)
-            let from = Unmanaged.passUnretained(parent)
-            let linked: Bool = parent.withShared { s in
-                if from._withUnsafeGuaranteedRef({ $0.cancelledFlag.load(ordering: .sequentiallyConsistent) }) {
-                    return false
-                }
-                me._withUnsafeGuaranteedRef { $0.nextSibling = s.firstChild }
-                s.firstChild?._withUnsafeGuaranteedRef { $0.previousSibling = me }
-                s.firstChild = me
-                return true
-            }
-            // Only this coroutine reads `parent` (in `finish`), and it has not been queued yet.
-            if linked {
-                self.parent = parent
-            } else {
-                cancelledFlag.store(true, ordering: .sequentiallyConsistent)
-            }
-        }
+        if let parent { link(parent: parent) }
         scheduler.admit(entry)
+    }
+
+    /// Joins `parent`'s children (cancelling the parent cancels this coroutine), or marks this
+    /// coroutine cancelled if the parent already is. Before the coroutine is queued.
+    func link(parent: Coroutine) {
+        // The critical section works on unretained references (the caller keeps both
+        // alive), so linking counts no references beyond the one `self.parent` keeps.
+        let me = Unmanaged.passUnretained(self)
+        let from = Unmanaged.passUnretained(parent)
+        let linked: Bool = parent.withShared { s in
+            if from._withUnsafeGuaranteedRef({ $0.cancelledFlag.load(ordering: .sequentiallyConsistent) }) {
+                return false
+            }
+            me._withUnsafeGuaranteedRef { $0.nextSibling = s.firstChild }
+            s.firstChild?._withUnsafeGuaranteedRef { $0.previousSibling = me }
+            s.firstChild = me
+            return true
+        }
+        // Only this coroutine reads `parent` (in `finish`), and it has not been queued yet.
+        if linked {
+            self.parent = parent
+        } else {
+            cancelledFlag.store(true, ordering: .sequentiallyConsistent)
+        }
     }
 
     // MARK: State

@@ -2,6 +2,9 @@
 /// references in manually managed memory (no reference counting, no array uniqueness checks, no
 /// optional enum payloads).
 ///
+/// An entry may also be ``CoroutineScheduler/launchMarker``, standing for the oldest
+/// ``PendingLaunch`` (no coroutine yet); whoever takes a marker off creates that coroutine.
+///
 /// - Invariant: every queued coroutine is in its scheduler's registry, whose reference keeps it
 ///   alive: a coroutine is queued when admitted (registered first) or made ready (suspended, so
 ///   not finished), and leaves the registry only when reaped after it finished, or through
@@ -35,6 +38,12 @@ struct CoroutineQueue {
         if count == mask + 1 { grow() }
         buffer[(head + count) & mask] = c
         count += 1
+    }
+
+    /// Replaces the head (a pending launch's marker by its coroutine). The queue is not empty.
+    mutating func replaceFirst(with c: Unmanaged<Coroutine>) {
+        precondition(count > 0, "internal inconsistency: replacing the head of an empty run queue")
+        buffer[head] = c
     }
 
     mutating func popFirst() -> Unmanaged<Coroutine>? {

@@ -61,17 +61,22 @@ extension CoroutineScheduler {
     /// these is otherwise a cache miss, one after the other, on every switch.
     @inline(__always)
     private func prefetchAhead() {
-        guard let first = runQueue.peek(0) else { return }
+        guard let first = runQueue.peek(0), first.toOpaque() != Self.launchMarker.toOpaque() else { return }
         if let r = first._withUnsafeGuaranteedRef({ $0.record }) { ccoro_prefetch_frames(&r.pointee.context, 4) }
-        guard let second = runQueue.peek(1) else { return }
+        guard let second = runQueue.peek(1), second.toOpaque() != Self.launchMarker.toOpaque() else { return }
         if let r = second._withUnsafeGuaranteedRef({ $0.record }) { ccoro_prefetch(r) }
-        guard let third = runQueue.peek(2) else { return }
+        guard let third = runQueue.peek(2), third.toOpaque() != Self.launchMarker.toOpaque() else { return }
         ccoro_prefetch(third.toOpaque())
     }
 
-    /// The head of the run queue if it is a coroutine that can run at once.
+    /// The head of the run queue if it is a coroutine that can run at once. A pending launch
+    /// at the head gets its coroutine now, which takes the marker's place in the queue.
     private func takeDirectSuccessor() -> Unmanaged<Coroutine>? {
-        guard let head = runQueue.peek(0) else { return nil }
+        guard var head = runQueue.peek(0) else { return nil }
+        if head.toOpaque() == Self.launchMarker.toOpaque() {
+            head = materializeLaunch()
+            runQueue.replaceFirst(with: head)
+        }
         let runnable = head._withUnsafeGuaranteedRef { next in
             if next.record != nil { return true }
             // Only a stack from this scheduler's cache: mapping a fresh one runs deep code

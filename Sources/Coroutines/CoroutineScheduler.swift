@@ -48,6 +48,9 @@ public final class CoroutineScheduler: @unchecked Sendable {
 
     /// Ready coroutines, FIFO.
     @exclusivity(unchecked) var runQueue = CoroutineQueue(capacity: 64)
+    /// `Coroutine.async` launches whose coroutine is not created yet, FIFO; each is matched by
+    /// a ``launchMarker`` in `runQueue` (see ``PendingLaunch``).
+    @exclusivity(unchecked) var pendingLaunches = RingBuffer<PendingLaunch>(capacity: 16)
     /// Jobs to run on the loop's own stack (observers, timer bookkeeping), FIFO.
     @exclusivity(unchecked) var jobs = RingBuffer<() -> Void>(capacity: 16)
     @exclusivity(unchecked) var timers = TimerHeap()
@@ -65,6 +68,8 @@ public final class CoroutineScheduler: @unchecked Sendable {
     /// `stackCache.count` for readers on other threads (``StackAllocator/stacksInUse``). Only
     /// the scheduler's thread writes it, with plain stores: no read-modify-write per coroutine.
     let cachedStacks = Atomic<Int>(0)
+    /// `pendingLaunches.count` for `dumpAll()` on other threads; plain stores by this thread.
+    let pendingLaunchCount = Atomic<Int>(0)
     /// State of the scheduler's random generator (SplitMix64), used by `select`.
     @exclusivity(unchecked) var randomState: UInt64 = {
         var g = SystemRandomNumberGenerator()
@@ -240,12 +245,7 @@ public final class CoroutineScheduler: @unchecked Sendable {
     }
 
     private func admit(_ c: Coroutine, _ entry: Unmanaged<Coroutine>) {
-        withRegistry { r in
-            c.registryNext = r.head
-            r.head?._withUnsafeGuaranteedRef { $0.registryPrevious = entry }
-            r.head = entry
-            r.count += 1
-        }
+        register(entry)
         c.status = .ready
         if stopRequested.load(ordering: .sequentiallyConsistent) {
             if kind == .main {
@@ -263,6 +263,16 @@ public final class CoroutineScheduler: @unchecked Sendable {
             runQueue.append(Unmanaged.passUnretained(c))
         } else if !post(.coroutine(c)) {
             c.finishUnstarted(CoroutineError.schedulerStopped)
+        }
+    }
+
+    /// Links `entry` into the registry, which keeps its reference (+1).
+    private func register(_ entry: Unmanaged<Coroutine>) {
+        withRegistry { r in
+            entry._withUnsafeGuaranteedRef { $0.registryNext = r.head }
+            r.head?._withUnsafeGuaranteedRef { $0.registryPrevious = entry }
+            r.head = entry
+            r.count += 1
         }
     }
 
@@ -306,6 +316,48 @@ public final class CoroutineScheduler: @unchecked Sendable {
             keep.release()
             precondition(accepted, "internal inconsistency: a suspended coroutine on stopped scheduler \(name)")
         }
+    }
+
+    /// Queues a `Coroutine.async` launched by `parent`, a coroutine running on this scheduler,
+    /// without creating its coroutine yet (``PendingLaunch``). On this scheduler's thread only.
+    /// - Returns: false if a stop was requested: the caller then launches the usual way (which
+    ///   finishes the coroutine as the stop requires).
+    /// - Complexity: amortised O(1).
+    @usableFromInline
+    func queueLaunch(body: @escaping () throws -> Void, observer: any LazyLaunchObserver,
+                     parent: Unmanaged<Coroutine>) -> Bool {
+        if stopRequested.load(ordering: .relaxed) { return false }
+        pendingLaunches.append(PendingLaunch(body: body, observer: observer, parent: parent.retain()))
+        runQueue.append(Self.launchMarker)
+        pendingLaunchCount.store(pendingLaunches.count, ordering: .relaxed)
+        return true
+    }
+
+    /// Stands in the run queue for the oldest ``PendingLaunch``; never dereferenced.
+    static let launchMarker = Unmanaged<Coroutine>.fromOpaque(UnsafeRawPointer(bitPattern: 0x10).unsafelyUnwrapped)
+
+    /// Creates the coroutine of the oldest pending launch: links it to its promise and its
+    /// parent and registers it, as `Coroutine.async` does, but does not queue it (it takes its
+    /// marker's place). Returns it borrowed from the registry.
+    func materializeLaunch() -> Unmanaged<Coroutine> {
+        let launch = pendingLaunches.popFirst().unsafelyUnwrapped
+        pendingLaunchCount.store(pendingLaunches.count, ordering: .relaxed)
+        // The reference it is created with becomes the registry's.
+        let entry = Unmanaged.passRetained(Coroutine(scheduler: self, name: nil, stackSize: nil,
+                                                     reportsUnobservedErrors: false,
+                                                     unstartedObserver: launch.observer, body: launch.body))
+        entry._withUnsafeGuaranteedRef { c in
+            if !launch.observer.linkStartingCoroutine(entry) {
+                c.cancelledFlag.store(true, ordering: .sequentiallyConsistent)
+            }
+            launch.parent._withUnsafeGuaranteedRef { c.link(parent: $0) }
+            // Launched before a stop was handled: `cancelAll` would have cancelled it.
+            if stopHandled { c.cancelledFlag.store(true, ordering: .sequentiallyConsistent) }
+            register(entry)
+            c.status = .ready
+        }
+        launch.parent.release()
+        return entry
     }
 
     /// Runs `job` on the scheduler's loop (outside any coroutine). Any thread. If the scheduler
@@ -480,7 +532,8 @@ public final class CoroutineScheduler: @unchecked Sendable {
         loopRecord.pointee.stack.size = size
     }
 
-    private func resumeFromLoop(_ u: Unmanaged<Coroutine>) {
+    private func resumeFromLoop(_ queued: Unmanaged<Coroutine>) {
+        let u = queued.toOpaque() == Self.launchMarker.toOpaque() ? materializeLaunch() : queued
         // Borrowed from the registry (CoroutineQueue); `finishUnstarted` holds a reference of its
         // own while it unregisters the coroutine.
         let unstartedError: (any Error)? = u._withUnsafeGuaranteedRef { c in
@@ -596,7 +649,10 @@ public final class CoroutineScheduler: @unchecked Sendable {
     private func drainRunQueue() -> [Runnable] {
         var items: [Runnable] = []
         while let job = jobs.popFirst() { items.append(.job(job)) }
-        while let u = runQueue.popFirst() { items.append(.coroutine(u.takeUnretainedValue())) }
+        while let queued = runQueue.popFirst() {
+            let u = queued.toOpaque() == Self.launchMarker.toOpaque() ? materializeLaunch() : queued
+            items.append(.coroutine(u.takeUnretainedValue()))
+        }
         return items
     }
 }

@@ -230,7 +230,17 @@ extension CoroutineScheduler {
     }
 }
 
-extension Promise: UnstartedObserver {
+extension Promise: LazyLaunchObserver {
+    @usableFromInline
+    func linkStartingCoroutine(_ c: Unmanaged<Coroutine>) -> Bool {
+        // The promise was returned to the launching code: take the lock (unlike `link`).
+        withState { s in
+            guard s.isPending else { return false }
+            s.linkedCoroutine = c
+            return true
+        }
+    }
+
     @usableFromInline
     func coroutineNeverRan(_ error: any Error) {
         coroutineBody = nil
