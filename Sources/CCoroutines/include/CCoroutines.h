@@ -195,6 +195,11 @@ int ccoro_poll_register(int pfd, int fd, uint64_t data);
 int ccoro_poll_wait(int pfd, ccoro_poll_event *out, int max, long long timeout_ns);
 /// The calling thread's stack: lowest address and size (looked up once per thread).
 void ccoro_thread_stack_bounds(void **base, size_t *size);
+/// Has glibc merge the small blocks it parked in its fast bins (no-op with other C libraries).
+/// glibc merges them only when a large block is requested; a workload of small objects alone
+/// (a million-coroutine fan-out) otherwise leaves them unmerged and later allocations search
+/// fragmented bins. One allocation of 2 KiB triggers the merge; it is freed at once.
+void ccoro_heap_consolidate(void);
 
 /// Tells ThreadSanitizer that the calling thread acquired / released the lock guarding `addr`
 /// (no-ops without TSan). Synchronization.Mutex is compiled without instrumentation, so TSan
