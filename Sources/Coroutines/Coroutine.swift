@@ -231,25 +231,40 @@ public final class Coroutine: @unchecked Sendable, Hashable, CustomStringConvert
     /// Joins `parent`'s children (cancelling the parent cancels this coroutine), or marks this
     /// coroutine cancelled if the parent already is. Before the coroutine is queued.
     func link(parent: Coroutine) {
-        // The critical section works on unretained references (the caller keeps both
-        // alive), so linking counts no references beyond the one `self.parent` keeps.
-        let me = Unmanaged.passUnretained(self)
-        let from = Unmanaged.passUnretained(parent)
-        let linked: Bool = parent.withShared { s in
-            if from._withUnsafeGuaranteedRef({ $0.cancelledFlag.load(ordering: .sequentiallyConsistent) }) {
-                return false
-            }
-            me._withUnsafeGuaranteedRef { $0.nextSibling = s.firstChild }
-            s.firstChild?._withUnsafeGuaranteedRef { $0.previousSibling = me }
-            s.firstChild = me
-            return true
-        }
-        // Only this coroutine reads `parent` (in `finish`), and it has not been queued yet.
-        if linked {
+        if joinChildren(of: .passUnretained(parent)) {
+            // Only this coroutine reads `parent` (in `finish`), and it has not been queued yet.
             self.parent = parent
-        } else {
-            cancelledFlag.store(true, ordering: .sequentiallyConsistent)
         }
+    }
+
+    /// ``link(parent:)`` with a reference (+1) to the parent that becomes `self.parent`, or is
+    /// given back if the parent was cancelled.
+    func link(parentReference parent: Unmanaged<Coroutine>) {
+        if joinChildren(of: parent) {
+            self.parent = parent.takeRetainedValue()
+        } else {
+            parent.release()
+        }
+    }
+
+    /// Links into `parent`'s child list; false (and this coroutine marked cancelled) if the
+    /// parent is cancelled. The critical section works on unretained references (the caller
+    /// keeps both alive), so linking counts no references.
+    private func joinChildren(of parent: Unmanaged<Coroutine>) -> Bool {
+        let me = Unmanaged.passUnretained(self)
+        let linked: Bool = parent._withUnsafeGuaranteedRef { p in
+            p.withShared { s in
+                if parent._withUnsafeGuaranteedRef({ $0.cancelledFlag.load(ordering: .sequentiallyConsistent) }) {
+                    return false
+                }
+                me._withUnsafeGuaranteedRef { $0.nextSibling = s.firstChild }
+                s.firstChild?._withUnsafeGuaranteedRef { $0.previousSibling = me }
+                s.firstChild = me
+                return true
+            }
+        }
+        if !linked { cancelledFlag.store(true, ordering: .sequentiallyConsistent) }
+        return linked
     }
 
     // MARK: State

@@ -50,7 +50,7 @@ public final class CoroutineScheduler: @unchecked Sendable {
     @exclusivity(unchecked) var runQueue = CoroutineQueue(capacity: 64)
     /// `Coroutine.async` launches whose coroutine is not created yet, FIFO; each is matched by
     /// a ``launchMarker`` in `runQueue` (see ``PendingLaunch``).
-    @exclusivity(unchecked) var pendingLaunches = RingBuffer<PendingLaunch>(capacity: 16)
+    @exclusivity(unchecked) var pendingLaunches = PendingLaunchQueue(capacity: 64)
     /// Coroutines reaped since the heap was last tidied (``tidyHeapIfNeeded()``).
     @exclusivity(unchecked) var reapedSinceHeapTidy = 0
     /// Jobs to run on the loop's own stack (observers, timer bookkeeping), FIFO.
@@ -145,6 +145,7 @@ public final class CoroutineScheduler: @unchecked Sendable {
 
     deinit {
         runQueue.deallocate()
+        pendingLaunches.deallocate()
         loopRecord.deallocate()
     }
 
@@ -342,23 +343,25 @@ public final class CoroutineScheduler: @unchecked Sendable {
     /// parent and registers it, as `Coroutine.async` does, but does not queue it (it takes its
     /// marker's place). Returns it borrowed from the registry.
     func materializeLaunch() -> Unmanaged<Coroutine> {
-        let launch = pendingLaunches.popFirst().unsafelyUnwrapped
+        let launch = pendingLaunches.popFirst()
         pendingLaunchCount.store(pendingLaunches.count, ordering: .relaxed)
+        let observer = launch.observer
+        let parent = launch.parent
         // The reference it is created with becomes the registry's.
         let entry = Unmanaged.passRetained(Coroutine(scheduler: self, name: nil, stackSize: nil,
                                                      reportsUnobservedErrors: false,
-                                                     unstartedObserver: launch.observer, body: launch.body))
+                                                     unstartedObserver: observer, body: launch.takeBody()))
         entry._withUnsafeGuaranteedRef { c in
-            if !launch.observer.linkStartingCoroutine(entry) {
+            if !observer.linkStartingCoroutine(entry) {
                 c.cancelledFlag.store(true, ordering: .sequentiallyConsistent)
             }
-            launch.parent._withUnsafeGuaranteedRef { c.link(parent: $0) }
+            // The launch's reference to the parent becomes the child's.
+            c.link(parentReference: parent)
             // Launched before a stop was handled: `cancelAll` would have cancelled it.
             if stopHandled { c.cancelledFlag.store(true, ordering: .sequentiallyConsistent) }
             register(entry)
             c.status = .ready
         }
-        launch.parent.release()
         return entry
     }
 

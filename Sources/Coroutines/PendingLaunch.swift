@@ -29,6 +29,11 @@ struct PendingLaunch {
         self.observer = observer
         self.parent = parent
     }
+
+    /// The body, moved out (the launch is used up).
+    consuming func takeBody() -> () throws -> Void {
+        body
+    }
 }
 
 /// The observer of a lazily created coroutine (the promise of `Coroutine.async`).
