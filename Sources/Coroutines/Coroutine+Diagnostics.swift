@@ -35,8 +35,8 @@ extension Coroutine {
 
     /// A report of every live coroutine: name, scheduler, state and what it waits on, one per line.
     ///
-    /// Coroutines of `Coroutine.async` launched from a coroutine onto its own scheduler that
-    /// have not started yet appear as one line per scheduler with their number.
+    /// `Coroutine.async` launches queued from a coroutine and not started yet are listed as
+    /// `unnamed on <scheduler>: ready (not started)`.
     ///
     /// For debugging hangs. The states of coroutines on other threads may change while the
     /// report is built.
@@ -53,11 +53,10 @@ extension Coroutine {
                 lines.append(line)
             }
             // `Coroutine.async` launches from a coroutine get their coroutine object only when
-            // they first run (`PendingLaunch`): until then they are counted here.
+            // they first run (`PendingLaunch`); until then only their number is known here. They
+            // are unnamed (a named launch creates its coroutine at once).
             let pending = scheduler.pendingLaunchCount.load(ordering: .relaxed)
-            if pending > 0 {
-                lines.append("\(pending) unnamed on \(scheduler.name): queued by Coroutine.async, not started yet")
-            }
+            for _ in 0..<max(0, pending) { lines.append("unnamed on \(scheduler.name): ready (not started)") }
         }
         return lines.isEmpty ? "no live coroutines" : lines.joined(separator: "\n")
     }
