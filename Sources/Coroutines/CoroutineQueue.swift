@@ -69,3 +69,9 @@ struct CoroutineQueue {
         buffer.deallocate()
     }
 }
+
+extension Unmanaged where Instance == Coroutine {
+    /// Whether this run-queue entry is ``CoroutineScheduler/launchMarker`` (not a coroutine).
+    @inline(__always)
+    var isLaunchMarker: Bool { toOpaque() == CoroutineScheduler.launchMarker.toOpaque() }
+}

@@ -61,11 +61,11 @@ extension CoroutineScheduler {
     /// these is otherwise a cache miss, one after the other, on every switch.
     @inline(__always)
     private func prefetchAhead() {
-        guard let first = runQueue.peek(0), first.toOpaque() != Self.launchMarker.toOpaque() else { return }
+        guard let first = runQueue.peek(0), !first.isLaunchMarker else { return }
         if let r = first._withUnsafeGuaranteedRef({ $0.record }) { ccoro_prefetch_frames(&r.pointee.context, 4) }
-        guard let second = runQueue.peek(1), second.toOpaque() != Self.launchMarker.toOpaque() else { return }
+        guard let second = runQueue.peek(1), !second.isLaunchMarker else { return }
         if let r = second._withUnsafeGuaranteedRef({ $0.record }) { ccoro_prefetch(r) }
-        guard let third = runQueue.peek(2), third.toOpaque() != Self.launchMarker.toOpaque() else { return }
+        guard let third = runQueue.peek(2), !third.isLaunchMarker else { return }
         ccoro_prefetch(third.toOpaque())
     }
 
@@ -73,7 +73,7 @@ extension CoroutineScheduler {
     /// at the head gets its coroutine now, which takes the marker's place in the queue.
     private func takeDirectSuccessor() -> Unmanaged<Coroutine>? {
         guard var head = runQueue.peek(0) else { return nil }
-        if head.toOpaque() == Self.launchMarker.toOpaque() {
+        if head.isLaunchMarker {
             head = materializeLaunch()
             runQueue.replaceFirst(with: head)
         }

@@ -336,8 +336,12 @@ public final class CoroutineScheduler: @unchecked Sendable {
         return true
     }
 
-    /// Stands in the run queue for the oldest ``PendingLaunch``; never dereferenced.
-    static let launchMarker = Unmanaged<Coroutine>.fromOpaque(UnsafeRawPointer(bitPattern: 0x10).unsafelyUnwrapped)
+    /// Stands in the run queue for the oldest ``PendingLaunch``; never dereferenced. (Computed:
+    /// a stored static would be checked for initialisation at every use.)
+    @inline(__always)
+    static var launchMarker: Unmanaged<Coroutine> {
+        .fromOpaque(UnsafeRawPointer(bitPattern: 0x10).unsafelyUnwrapped)
+    }
 
     /// Creates the coroutine of the oldest pending launch: links it to its promise and its
     /// parent and registers it, as `Coroutine.async` does, but does not queue it (it takes its
@@ -557,7 +561,7 @@ public final class CoroutineScheduler: @unchecked Sendable {
     }
 
     private func resumeFromLoop(_ queued: Unmanaged<Coroutine>) {
-        let u = queued.toOpaque() == Self.launchMarker.toOpaque() ? materializeLaunch() : queued
+        let u = queued.isLaunchMarker ? materializeLaunch() : queued
         // Borrowed from the registry (CoroutineQueue); `finishUnstarted` holds a reference of its
         // own while it unregisters the coroutine.
         let unstartedError: (any Error)? = u._withUnsafeGuaranteedRef { c in
@@ -675,7 +679,7 @@ public final class CoroutineScheduler: @unchecked Sendable {
         var items: [Runnable] = []
         while let job = jobs.popFirst() { items.append(.job(job)) }
         while let queued = runQueue.popFirst() {
-            let u = queued.toOpaque() == Self.launchMarker.toOpaque() ? materializeLaunch() : queued
+            let u = queued.isLaunchMarker ? materializeLaunch() : queued
             items.append(.coroutine(u.takeUnretainedValue()))
         }
         return items

@@ -31,7 +31,7 @@ struct LazyLaunchTests {
     func promiseCancelledBeforeStart() async throws {
         let ran = Kit.Counter()
         let released = Kit.Counter()
-        try await Kit.run { () throws -> Void in
+        try await Kit.withScheduler("lazy-cancel-before-start") { s in try await Coroutine.async(on: s) { () throws -> Void in
             var promises: [Promise<Int>] = []
             for i in 0..<50 {
                 let tracker = Kit.Tracker(released)
@@ -43,7 +43,8 @@ struct LazyLaunchTests {
                 if i % 2 == 0 { p.cancel() }
                 promises.append(p)
             }
-            #expect(Coroutine.dumpAll().split(separator: "\n").filter { $0.hasSuffix("ready (not started)") }.count == 50)
+            let line = "unnamed on lazy-cancel-before-start: ready (not started)"
+            #expect(Coroutine.dumpAll().split(separator: "\n").filter { $0 == line }.count == 50)
             for (i, p) in promises.enumerated() {
                 if i % 2 == 0 {
                     #expect(throws: CancellationError.self) { try p.await() }
@@ -51,7 +52,7 @@ struct LazyLaunchTests {
                     #expect(try p.await() == i)
                 }
             }
-        }
+        }.value }
         #expect(ran.value == 25)
         #expect(released.value == 50)
     }
