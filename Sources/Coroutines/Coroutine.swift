@@ -179,8 +179,8 @@ public final class Coroutine: @unchecked Sendable, Hashable, CustomStringConvert
             let current = Unmanaged<Coroutine>.fromOpaque(p)
             let queued = current._withUnsafeGuaranteedRef { launcher in
                 scheduler.map { $0 === launcher.scheduler } ?? true
-                    && launcher.scheduler.queueLaunch(body: { try promise.runCoroutineBody() }, observer: promise,
-                                                      parent: current)
+                    && launcher.scheduler.queueLaunch(body: { try promise.runLazilyStartedCoroutineBody() },
+                                                      observer: promise, parent: current)
             }
             if queued { return promise }
         }

@@ -323,14 +323,17 @@ public final class CoroutineScheduler: @unchecked Sendable {
 
     /// Queues a `Coroutine.async` launched by `parent`, a coroutine running on this scheduler,
     /// without creating its coroutine yet (``PendingLaunch``). On this scheduler's thread only.
+    /// - Parameters:
+    ///   - body: The coroutine's body; it keeps `observer` alive.
+    ///   - observer: Told if the coroutine never runs its body (the promise).
     /// - Returns: false if a stop was requested: the caller then launches the usual way (which
     ///   finishes the coroutine as the stop requires).
     /// - Complexity: amortised O(1).
     @usableFromInline
-    func queueLaunch(body: @escaping () throws -> Void, observer: any LazyLaunchObserver,
+    func queueLaunch(body: consuming @escaping () throws -> Void, observer: any UnstartedObserver,
                      parent: Unmanaged<Coroutine>) -> Bool {
         if stopRequested.load(ordering: .relaxed) { return false }
-        pendingLaunches.append(PendingLaunch(body: body, observer: observer, parent: parent.retain()))
+        pendingLaunches.append(PendingLaunch(observer: observer, parent: parent.retain()), body: body)
         runQueue.append(Self.launchMarker)
         pendingLaunchCount.store(pendingLaunches.count, ordering: .relaxed)
         return true
@@ -343,24 +346,19 @@ public final class CoroutineScheduler: @unchecked Sendable {
         .fromOpaque(UnsafeRawPointer(bitPattern: 0x10).unsafelyUnwrapped)
     }
 
-    /// Creates the coroutine of the oldest pending launch: links it to its promise and its
-    /// parent and registers it, as `Coroutine.async` does, but does not queue it (it takes its
-    /// marker's place). Returns it borrowed from the registry.
+    /// Creates the coroutine of the oldest pending launch: links it to its parent and registers
+    /// it, as `Coroutine.async` does, but does not queue it (it takes its marker's place); its
+    /// promise links it when the body starts. Returns it borrowed from the registry.
     func materializeLaunch() -> Unmanaged<Coroutine> {
-        let launch = pendingLaunches.popFirst()
+        let (launch, body) = pendingLaunches.popFirst()
         pendingLaunchCount.store(pendingLaunches.count, ordering: .relaxed)
-        let observer = launch.observer
-        let parent = launch.parent
         // The reference it is created with becomes the registry's.
         let entry = Unmanaged.passRetained(Coroutine(scheduler: self, name: nil, stackSize: nil,
                                                      reportsUnobservedErrors: false,
-                                                     unstartedObserver: observer, body: launch.takeBody()))
+                                                     unstartedObserver: launch.observer, body: consume body))
         entry._withUnsafeGuaranteedRef { c in
-            if !observer.linkStartingCoroutine(entry) {
-                c.cancelledFlag.store(true, ordering: .sequentiallyConsistent)
-            }
             // The launch's reference to the parent becomes the child's.
-            c.link(parentReference: parent)
+            c.link(parentReference: launch.parent)
             // Launched before a stop was handled: `cancelAll` would have cancelled it.
             if stopHandled { c.cancelledFlag.store(true, ordering: .sequentiallyConsistent) }
             register(entry)

@@ -1,3 +1,4 @@
+import CCoroutines
 import Dispatch
 import Synchronization
 
@@ -230,21 +231,30 @@ extension CoroutineScheduler {
     }
 }
 
-extension Promise: LazyLaunchObserver {
-    @usableFromInline
-    func linkStartingCoroutine(_ c: Unmanaged<Coroutine>) -> Bool {
-        // The promise was returned to the launching code: take the lock (unlike `link`).
-        withState { s in
-            guard s.isPending else { return false }
-            s.linkedCoroutine = c
-            return true
-        }
-    }
-
+extension Promise: UnstartedObserver {
     @usableFromInline
     func coroutineNeverRan(_ error: any Error) {
         coroutineBody = nil
         reject(error)
+    }
+
+    /// ``runCoroutineBody()`` for a coroutine created when it first ran (`PendingLaunch`): links
+    /// it first, so that ``cancel()`` cancels it; if the promise was cancelled before, the body
+    /// is dropped without running.
+    /// - Throws: what the body threw (the coroutine ends with it).
+    @inlinable
+    func runLazilyStartedCoroutineBody() throws {
+        let me = Unmanaged<Coroutine>.fromOpaque(ccoro_tls_coroutine().unsafelyUnwrapped)
+        let linked = withState { s in
+            guard s.isPending else { return false }
+            s.linkedCoroutine = me
+            return true
+        }
+        guard linked else {
+            coroutineBody = nil
+            return
+        }
+        try runCoroutineBody()
     }
 
     /// Runs the `Coroutine.async` body and settles the promise with its outcome.
