@@ -160,6 +160,11 @@ public final class Coroutine: @unchecked Sendable, Hashable, CustomStringConvert
     /// The promise is fulfilled with the body's result or rejected with what it throws (such
     /// errors are not reported as unobserved). Cancelling the promise cancels the coroutine.
     ///
+    /// Launched from a coroutine onto its own scheduler without a name or stack size (a
+    /// fan-out), the coroutine object is only created when the launch reaches the head of the
+    /// run queue, right before it first runs; nothing observable changes (`dumpAll()` lists it
+    /// as `ready (not started)` until then).
+    ///
     /// - Parameters: as for ``launch(on:name:stackSize:_:)``.
     /// - Returns: A promise settled when the body ends.
     /// - Suspends: no. Thread-safe.
