@@ -20,8 +20,7 @@ struct CoroutineQueue {
     private(set) var count = 0
 
     init(capacity: Int = 64) {
-        var c = 8
-        while c < capacity { c <<= 1 }
+        let c = ringCapacity(atLeast: capacity)
         buffer = .allocate(capacity: c)
         mask = c - 1
     }
@@ -74,4 +73,12 @@ extension Unmanaged where Instance == Coroutine {
     /// Whether this run-queue entry is ``CoroutineScheduler/launchMarker`` (not a coroutine).
     @inline(__always)
     var isLaunchMarker: Bool { toOpaque() == CoroutineScheduler.launchMarker.toOpaque() }
+}
+
+/// The power of two (at least 8) that a manually managed ring of `capacity` elements allocates,
+/// so that an index wraps with a mask.
+func ringCapacity(atLeast capacity: Int) -> Int {
+    var c = 8
+    while c < capacity { c <<= 1 }
+    return c
 }

@@ -16,8 +16,7 @@ struct PendingLaunchQueue {
     private(set) var count = 0
 
     init(capacity: Int = 16) {
-        var c = 8
-        while c < capacity { c <<= 1 }
+        let c = ringCapacity(atLeast: capacity)
         launches = .allocate(capacity: c)
         bodies = .allocate(capacity: c)
         mask = c - 1
