@@ -80,6 +80,8 @@ public final class CoroutineScheduler: @unchecked Sendable {
     /// The loop's own context (the thread's stack).
     let loopRecord: UnsafeMutablePointer<ccoro_stack_record>
     @exclusivity(unchecked) private var stopHandled = false
+    /// How many times ``cancelAll()`` ran on this thread (see ``PendingLaunch``).
+    @exclusivity(unchecked) var cancelAllCount = 0
     @exclusivity(unchecked) private var mainQueueFD: Int32 = -1
 
     // MARK: Any thread
@@ -333,7 +335,8 @@ public final class CoroutineScheduler: @unchecked Sendable {
     func queueLaunch(body: consuming @escaping () throws -> Void, observer: any UnstartedObserver,
                      parent: Unmanaged<Coroutine>) -> Bool {
         if stopRequested.load(ordering: .relaxed) { return false }
-        pendingLaunches.append(PendingLaunch(observer: observer, parent: parent.retain()), body: body)
+        pendingLaunches.append(PendingLaunch(observer: observer, parent: parent.retain(), cancelAllCount: cancelAllCount),
+                               body: body)
         runQueue.append(Self.launchMarker)
         pendingLaunchCount.store(pendingLaunches.count, ordering: .relaxed)
         return true
@@ -359,8 +362,10 @@ public final class CoroutineScheduler: @unchecked Sendable {
         entry._withUnsafeGuaranteedRef { c in
             // The launch's reference to the parent becomes the child's.
             c.link(parentReference: launch.parent)
-            // Launched before a stop was handled: `cancelAll` would have cancelled it.
-            if stopHandled { c.cancelledFlag.store(true, ordering: .sequentiallyConsistent) }
+            // Launched before a `cancelAll` (a stop, runBlocking's body threw, Coroutine.run's
+            // task was cancelled): it would have cancelled the coroutine, even if the parent has
+            // finished since (and so was not cancelled with it).
+            if launch.cancelAllCount != cancelAllCount { c.cancelledFlag.store(true, ordering: .sequentiallyConsistent) }
             register(entry)
             c.status = .ready
         }
@@ -623,6 +628,9 @@ public final class CoroutineScheduler: @unchecked Sendable {
 
     /// Cancels every live coroutine of this scheduler (stop, runBlocking's error path).
     func cancelAll() {
+        // Pending launches have no coroutine yet: they see the count move when created. Off this
+        // scheduler's thread (a job of a stopped scheduler, run on a pool scheduler) none is left.
+        if isOnOwnThread { cancelAllCount &+= 1 }
         for c in liveCoroutines() { c.cancel() }
     }
 

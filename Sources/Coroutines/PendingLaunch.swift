@@ -17,11 +17,18 @@
 ///   child would have been cancelled with it.
 /// - `observer` (the promise) is kept alive by the body, which captures it (the queue keeps the
 ///   body beside this record: see ``PendingLaunchQueue``).
+/// - A `cancelAll` of the scheduler cancels the pending launches queued before it
+///   (`cancelAllCount`): the coroutines they stand for were live.
 /// - The promise links its coroutine when the body starts (`runLazilyStartedCoroutineBody`),
 ///   under its lock: a promise cancelled before then is already rejected, and the body does not
-///   run.
+///   run. A promise fulfilled or rejected by other code meanwhile does not stop the body (SPEC
+///   §5.5), as with a coroutine created at launch.
 struct PendingLaunch {
     unowned(unsafe) var observer: any UnstartedObserver
     /// The launching coroutine, retained (+1) for the launch.
     var parent: Unmanaged<Coroutine>
+    /// The scheduler's `cancelAllCount` at launch: if it moved before the coroutine is created,
+    /// a `cancelAll` (stop, runBlocking's body threw, Coroutine.run's task was cancelled) would
+    /// have cancelled it, even if its parent has finished since, and it starts cancelled.
+    var cancelAllCount: Int
 }

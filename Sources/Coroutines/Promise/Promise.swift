@@ -240,17 +240,18 @@ extension Promise: UnstartedObserver {
 
     /// ``runCoroutineBody()`` for a coroutine created when it first ran (`PendingLaunch`): links
     /// it first, so that ``cancel()`` cancels it; if the promise was cancelled before, the body
-    /// is dropped without running.
+    /// is dropped without running. (Fulfilled or rejected by other code meanwhile, the body runs,
+    /// as it would have had the coroutine been created at launch; its outcome is then ignored.)
     /// - Throws: what the body threw (the coroutine ends with it).
     @inlinable
     func runLazilyStartedCoroutineBody() throws {
         let me = Unmanaged<Coroutine>.fromOpaque(ccoro_tls_coroutine().unsafelyUnwrapped)
-        let linked = withState { s in
-            guard s.isPending else { return false }
+        let runs = withState { s in
+            guard s.isPending else { return !s.isCancelled }
             s.linkedCoroutine = me
             return true
         }
-        guard linked else {
+        guard runs else {
             coroutineBody = nil
             return
         }
