@@ -98,11 +98,13 @@ struct Review12BreakTests {
     func taskCancelEndsAsyncChain(eager: Bool) async throws {
         let links = Kit.Counter()
         let hitLimit = Kit.Counter()
-        let limit = ContinuousClock.now + .seconds(3)
+        // Generous: only a chain that outlives its cancellation gets near it (under TSan, with
+        // other suites running, 1,000 links once took more than 2 s).
+        let limit = ContinuousClock.now + .seconds(30)
         let task = Task {
             try await Kit.run { Self.chain(eager: eager, links: links, hitLimit: hitLimit, until: limit) }
         }
-        #expect(await Kit.eventually(timeout: .seconds(2)) { links.value > 1000 })
+        #expect(await Kit.eventually(timeout: .seconds(20)) { links.value > 1000 })
         task.cancel()
         let atCancel = links.value
         _ = try? await task.value
@@ -115,7 +117,9 @@ struct Review12BreakTests {
     func bodyThrowsEndsAsyncChain(eager: Bool) async throws {
         let links = Kit.Counter()
         let hitLimit = Kit.Counter()
-        let limit = ContinuousClock.now + .seconds(3)
+        // Generous: only a chain that outlives its cancellation gets near it (under TSan, with
+        // other suites running, 1,000 links once took more than 2 s).
+        let limit = ContinuousClock.now + .seconds(30)
         let thrown = try await Kit.onPlainThread { () -> Bool in
             do {
                 try Coroutine.runBlocking { () throws -> Void in
@@ -137,9 +141,11 @@ struct Review12BreakTests {
         let links = Kit.Counter()
         let hitLimit = Kit.Counter()
         let s = CoroutineScheduler(name: "r12-chain-stop")
-        let limit = ContinuousClock.now + .seconds(3)
+        // Generous: only a chain that outlives its cancellation gets near it (under TSan, with
+        // other suites running, 1,000 links once took more than 2 s).
+        let limit = ContinuousClock.now + .seconds(30)
         Coroutine.launch(on: s) { Self.chain(eager: false, links: links, hitLimit: hitLimit, until: limit) }
-        #expect(await Kit.eventually(timeout: .seconds(2)) { links.value > 1000 })
+        #expect(await Kit.eventually(timeout: .seconds(20)) { links.value > 1000 })
         s.stop()
         #expect(await Kit.eventually(timeout: .seconds(10)) { s.isStopped })
         #expect(hitLimit.value == 0, "the chain went on after stop()")
