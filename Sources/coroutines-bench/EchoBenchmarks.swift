@@ -8,8 +8,16 @@ let echoRoundTrips = 1_000
 
 /// Our server: `TCPListener` + a coroutine per connection across the default `SchedulerPool`
 /// (one scheduler thread per active processor), the `coroutines-echo` example in-process.
+/// `COROUTINES_ECHO_SCHEDULERS=n` gives the server a pool of `n` schedulers instead (the client
+/// runs on a thread of its own either way).
 func coroutineEcho() throws -> Double {
-    let pool = SchedulerPool.default(for: .default)
+    let pool: SchedulerPool
+    if let n = getenv("COROUTINES_ECHO_SCHEDULERS").flatMap({ Int(String(cString: $0)) }), n > 0,
+       let sized = SchedulerPool(name: "echo-server", count: n) {
+        pool = sized
+    } else {
+        pool = SchedulerPool.default(for: .default)
+    }
     let listener = try TCPListener.bind(host: "127.0.0.1", port: 0)
     let acceptor = Coroutine.launch(on: pool.next(), name: "echo-accept") {
         while true {
