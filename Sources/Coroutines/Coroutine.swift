@@ -259,9 +259,7 @@ public final class Coroutine: @unchecked Sendable, Hashable, CustomStringConvert
         let me = Unmanaged.passUnretained(self)
         let linked: Bool = parent._withUnsafeGuaranteedRef { p in
             p.withShared { s in
-                if parent._withUnsafeGuaranteedRef({ $0.cancelledFlag.load(ordering: .sequentiallyConsistent) }) {
-                    return false
-                }
+                if p.cancelledFlag.load(ordering: .sequentiallyConsistent) { return false }
                 me._withUnsafeGuaranteedRef { $0.nextSibling = s.firstChild }
                 s.firstChild?._withUnsafeGuaranteedRef { $0.previousSibling = me }
                 s.firstChild = me
