@@ -1,3 +1,4 @@
+import CCoroutines
 import Synchronization
 
 #if canImport(Glibc)
@@ -22,8 +23,8 @@ import Darwin
 /// short and bounded: they move a few fields and links, or copy a list out (`cancel` collecting
 /// children, `dumpAll` the live coroutines); they never call user code and never suspend. A
 /// waiter spins on a plain load (the "test" before the test-and-set, so it does not bounce the
-/// cache line) and yields the CPU after 64 attempts, so a holder preempted on the same core
-/// gets to run.
+/// cache line), with a pause hint between attempts, and yields the CPU after 64 attempts, so a
+/// holder preempted on the same core gets to run.
 ///
 /// Algorithm: TTAS lock (Herlihy and Shavit, *The Art of Multiprocessor Programming*, §7.3).
 /// Built from `Synchronization.Atomic`, so ThreadSanitizer sees its acquire/release edges.
@@ -56,7 +57,7 @@ struct SpinLock: ~Copyable, @unchecked Sendable {
             if word.load(ordering: .relaxed) == 0,
                word.compareExchange(expected: 0, desired: 1, ordering: .acquiring).exchanged { return }
             attempts += 1
-            if attempts >= 64 { sched_yield() }
+            if attempts >= 64 { sched_yield() } else { ccoro_cpu_relax() }
         }
     }
 }
