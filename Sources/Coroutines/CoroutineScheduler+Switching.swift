@@ -72,11 +72,9 @@ extension CoroutineScheduler {
     /// The head of the run queue if it is a coroutine that can run at once. A pending launch
     /// at the head gets its coroutine now, which takes the marker's place in the queue.
     private func takeDirectSuccessor() -> Unmanaged<Coroutine>? {
-        guard var head = runQueue.peek(0) else { return nil }
-        if head.isLaunchMarker {
-            head = materializeLaunch()
-            runQueue.replaceFirst(with: head)
-        }
+        guard let queued = runQueue.peek(0) else { return nil }
+        let head = coroutine(for: queued)
+        if queued.isLaunchMarker { runQueue.replaceFirst(with: head) }
         let runnable = head._withUnsafeGuaranteedRef { next in
             if next.record != nil { return true }
             // Only a stack from this scheduler's cache: mapping a fresh one runs deep code

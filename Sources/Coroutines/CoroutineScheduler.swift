@@ -349,6 +349,13 @@ public final class CoroutineScheduler: @unchecked Sendable {
         .fromOpaque(UnsafeRawPointer(bitPattern: 0x10).unsafelyUnwrapped)
     }
 
+    /// The coroutine a run-queue entry stands for: the entry itself, or for a launch marker the
+    /// coroutine of the oldest pending launch, created now (``materializeLaunch()``).
+    @inline(__always)
+    func coroutine(for queued: Unmanaged<Coroutine>) -> Unmanaged<Coroutine> {
+        queued.isLaunchMarker ? materializeLaunch() : queued
+    }
+
     /// Creates the coroutine of the oldest pending launch: links it to its parent and registers
     /// it, as `Coroutine.async` does, but does not queue it (it takes its marker's place); its
     /// promise links it when the body starts. Returns it borrowed from the registry.
@@ -564,7 +571,7 @@ public final class CoroutineScheduler: @unchecked Sendable {
     }
 
     private func resumeFromLoop(_ queued: Unmanaged<Coroutine>) {
-        let u = queued.isLaunchMarker ? materializeLaunch() : queued
+        let u = coroutine(for: queued)
         // Borrowed from the registry (CoroutineQueue); `finishUnstarted` holds a reference of its
         // own while it unregisters the coroutine.
         let unstartedError: (any Error)? = u._withUnsafeGuaranteedRef { c in
@@ -685,7 +692,7 @@ public final class CoroutineScheduler: @unchecked Sendable {
         var items: [Runnable] = []
         while let job = jobs.popFirst() { items.append(.job(job)) }
         while let queued = runQueue.popFirst() {
-            let u = queued.isLaunchMarker ? materializeLaunch() : queued
+            let u = coroutine(for: queued)
             items.append(.coroutine(u.takeUnretainedValue()))
         }
         return items
