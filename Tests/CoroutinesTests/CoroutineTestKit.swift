@@ -117,6 +117,15 @@ enum CoroutineTestKit {
         var value: Int { storage.load(ordering: .relaxed) }
     }
 
+    /// Per-index counters shared between threads (how often each of `n` things happened).
+    final class Tally: Sendable {
+        private let counts: Mutex<[Int]>
+        init(_ n: Int) { counts = Mutex(Array(repeating: 0, count: n)) }
+        func bump(_ i: Int) { counts.locked { $0[i] += 1 } }
+        var all: [Int] { counts.locked { $0 } }
+        var total: Int { counts.locked { $0.reduce(0, +) } }
+    }
+
     /// A thread-safe slot written once or more, read later.
     final class Box<Value: Sendable>: Sendable {
         private let storage: Mutex<Value>

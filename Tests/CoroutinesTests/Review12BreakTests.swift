@@ -6,6 +6,7 @@ import Testing
 @testable import Coroutines
 
 private typealias Kit = CoroutineTestKit
+private typealias Tally = CoroutineTestKit.Tally
 
 /// Review 12: `Coroutine.async` from a coroutine onto its own scheduler creates its coroutine
 /// only when the launch reaches the head of the run queue (`PendingLaunch`); schedulers tidy the
@@ -22,15 +23,6 @@ struct Review12BreakTests {
         private let set = Mutex<Set<Int>>([])
         func insert(_ i: Int) { set.locked { _ = $0.insert(i) } }
         func contains(_ i: Int) -> Bool { set.locked { $0.contains(i) } }
-    }
-
-    /// Per-index counters shared between threads.
-    private final class Tally: Sendable {
-        private let counts: Mutex<[Int]>
-        init(_ n: Int) { counts = Mutex(Array(repeating: 0, count: n)) }
-        func bump(_ i: Int) { counts.locked { $0[i] += 1 } }
-        var all: [Int] { counts.locked { $0 } }
-        var total: Int { counts.locked { $0.reduce(0, +) } }
     }
 
     private static func describe<T>(_ r: Result<T, any Error>?) -> String {

@@ -6,6 +6,7 @@ import Testing
 @testable import Coroutines
 
 private typealias Kit = CoroutineTestKit
+private typealias Tally = CoroutineTestKit.Tally
 
 /// Review 12b: a lazily created `Coroutine.async` coroutine links its promise only when its body
 /// starts (`Promise.runLazilyStartedCoroutineBody`); pending launches keep their bodies in a ring
@@ -16,14 +17,6 @@ private typealias Kit = CoroutineTestKit
 @Suite("Review 12b: lazily linked Coroutine.async promises, the pending-launch ring", .serialized)
 struct Review12bBreakTests {
     private struct Boom: Error {}
-
-    /// Per-index counters shared between threads.
-    private final class Tally: Sendable {
-        private let counts: Mutex<[Int]>
-        init(_ n: Int) { counts = Mutex(Array(repeating: 0, count: n)) }
-        func bump(_ i: Int) { counts.locked { $0[i] += 1 } }
-        var all: [Int] { counts.locked { $0 } }
-    }
 
     private static func describe<T>(_ r: Result<T, any Error>?) -> String {
         switch r {
