@@ -26,8 +26,12 @@ let package = Package(
         .executableTarget(name: "coroutines-echo", dependencies: ["CoroutinesFoundation"], swiftSettings: swiftSettings),
         .executableTarget(name: "coroutines-bench", dependencies: ["Coroutines", "CoroutinesFoundation", "CCoroutines"],
                           swiftSettings: swiftSettings),
-        .testTarget(name: "CoroutinesTests", dependencies: ["Coroutines", "CCoroutines"], swiftSettings: swiftSettings),
-        .testTarget(name: "CoroutinesFoundationTests", dependencies: ["CoroutinesFoundation", "Coroutines"],
+        // Test support shared by the test targets (child processes that hold no Swift concurrency
+        // thread); not a product.
+        .target(name: "CoroutinesTestSupport", path: "Tests/CoroutinesTestSupport", swiftSettings: swiftSettings),
+        .testTarget(name: "CoroutinesTests", dependencies: ["Coroutines", "CCoroutines", "CoroutinesTestSupport"],
+                    swiftSettings: swiftSettings),
+        .testTarget(name: "CoroutinesFoundationTests", dependencies: ["CoroutinesFoundation", "Coroutines", "CoroutinesTestSupport"],
                     swiftSettings: swiftSettings),
         .testTarget(name: "QueuePoolTests", dependencies: ["QueuePool"], swiftSettings: swiftSettings),
     ]

@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import CoroutinesTestSupport
 import Testing
 @testable import Coroutines
 
@@ -818,23 +819,23 @@ struct ChannelBasicTests {
 
 // MARK: - Child-process tests
 
-/// Traps (preconditions) checked in a child process. Serialized: an exit test holds a cooperative
-/// thread until its child ends. Select and sync-primitive exit tests extend this suite.
+/// Traps (preconditions) checked in a child process (``ChildProcess``). Select and sync-primitive
+/// child-process tests extend this suite.
 @Suite("Channel traps, in a child process", .serialized, .enabled(if: CoroutineTestKit.exitTestsEnabled))
 struct ChannelExitTests {
     @Test("a negative channel capacity is a precondition failure")
     func negativeCapacity() async {
-        await #expect(processExitsWith: .failure) {
+        await ChildProcess.run(.failure, id: "negativeCapacity") {
             _ = Channel<Int>(capacity: CoroutineTestKit.opaque(-1))
         }
-        await #expect(processExitsWith: .failure) {
+        await ChildProcess.run(.failure, id: "negativeCapacity.2") {
             _ = Channel<Int>(capacity: .bounded(CoroutineTestKit.opaque(-3)))
         }
     }
 
     @Test("the non-throwing iterator traps outside a coroutine, naming the alternatives")
     func iteratorOutsideCoroutine() async {
-        let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+        let result = await ChildProcess.run(.failure, id: "iteratorOutsideCoroutine") {
             let ch = Channel<Int>(capacity: 1)
             _ = try ch.trySend(1)
             let thread = Thread {
@@ -845,7 +846,7 @@ struct ChannelExitTests {
             while true { sleep(1) }
         }
         #if DEBUG
-        let stderr = String(decoding: result?.standardErrorContent ?? [], as: UTF8.self)
+        let stderr = result?.standardError ?? ""
         #expect(stderr.contains("receive()") || stderr.contains("elements"), "stderr: \(stderr)")
         #else
         _ = result

@@ -15,9 +15,10 @@ enum CoroutineTestKit {
         ProcessInfo.processInfo.environment["COROUTINES_HEAVY_TESTS"] != "0"
     }
 
-    /// False when CI sets `COROUTINES_EXIT_TESTS=0` (the ThreadSanitizer run): exit tests start
-    /// a child process each and hold a cooperative thread while it runs, which starves the
-    /// two-thread pool under TSan's slowdown; they run in the plain `swift test` step.
+    /// False when CI sets `COROUTINES_EXIT_TESTS=0` (the ThreadSanitizer run): the tests that run
+    /// in a child process (``ChildProcess``) start an instrumented copy of the whole test binary
+    /// each, too slow and too hungry for mappings under TSan; they run in the plain `swift test`
+    /// and release-build steps.
     static var exitTestsEnabled: Bool {
         ProcessInfo.processInfo.environment["COROUTINES_EXIT_TESTS"] != "0"
     }
@@ -60,33 +61,54 @@ enum CoroutineTestKit {
         return try await body(s)
     }
 
-    /// `Coroutine.run` with a watchdog: if it has not returned after `limit`, records an issue
-    /// and keeps posting no-op jobs to the temporary scheduler, so that a loop that parked while
-    /// it still had work gets woken and the test fails instead of hanging the whole run.
+    /// `Coroutine.run` with a hang detector: if the body has not finished after `limit`, records
+    /// an issue listing what still runs on its scheduler (`dumpAll()`), then keeps posting no-op
+    /// jobs to that scheduler, so that a loop that parked while it still had work gets woken and
+    /// the test fails instead of hanging the whole run.
+    ///
+    /// `limit` stands for "this hangs", never for "this is slow": it is many times the normal
+    /// time. The detector watches the body, not the `await`: a body that finished while the
+    /// awaiting task waited for a Swift concurrency thread (the parallel suite keeps both busy
+    /// at times) is not a hang.
     static func run<T: Sendable>(limit: Duration = .seconds(30),
                                  sourceLocation: SourceLocation = #_sourceLocation,
                                  _ body: @escaping @Sendable () throws -> T) async throws -> T {
         let scheduler = Box<CoroutineScheduler?>(nil)
-        let watchdog = startWatchdog(limit: limit, "Coroutine.run", waking: scheduler, sourceLocation: sourceLocation)
+        let ended = Atomic<Bool>(false)
+        let watchdog = startWatchdog(limit: limit, "Coroutine.run", waking: scheduler,
+                                     unless: { ended.load(ordering: .acquiring) }, sourceLocation: sourceLocation)
         defer { watchdog.cancel() }
         return try await Coroutine.run {
             scheduler.value = Coroutine.current?.scheduler
+            defer { ended.store(true, ordering: .releasing) }
             return try body()
         }
     }
 
-    /// After `limit`, records an issue naming `what` and pokes `scheduler` every 50 ms until
-    /// cancelled.
+    /// After `limit`, unless `finished()` holds by then, records an issue naming `what` with the
+    /// coroutines still live on `scheduler`, and pokes `scheduler` every 50 ms until cancelled.
     static func startWatchdog(limit: Duration, _ what: String, waking scheduler: Box<CoroutineScheduler?>,
+                              unless finished: @escaping @Sendable () -> Bool = { false },
                               sourceLocation: SourceLocation = #_sourceLocation) -> Task<Void, Never> {
         Task {
             do { try await Task.sleep(for: limit) } catch { return }
-            Issue.record("\(what) did not return within \(limit); waking its scheduler", sourceLocation: sourceLocation)
+            if finished() { return }
+            Issue.record("\(what) hangs: not finished after \(limit). Still live:\n\(liveReport(on: scheduler.value))",
+                         sourceLocation: sourceLocation)
             while !Task.isCancelled {
                 scheduler.value?.execute {}
                 try? await Task.sleep(for: .milliseconds(50))
             }
         }
+    }
+
+    /// The lines of `Coroutine.dumpAll()` for `scheduler` (all of it if `scheduler` is nil),
+    /// at most 50 of them.
+    static func liveReport(on scheduler: CoroutineScheduler?) -> String {
+        let lines = Coroutine.dumpAll().split(separator: "\n")
+            .filter { line in scheduler.map { line.contains(" on \($0.name):") } ?? true }
+        let shown = lines.prefix(50).joined(separator: "\n")
+        return lines.count > 50 ? shown + "\n… and \(lines.count - 50) more" : (lines.isEmpty ? "nothing" : shown)
     }
 
     /// Polls `condition` every millisecond until it holds or `timeout` passes. Only for states

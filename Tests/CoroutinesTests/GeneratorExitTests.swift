@@ -1,5 +1,6 @@
 import CCoroutines
 import Foundation
+import CoroutinesTestSupport
 import Testing
 @testable import Coroutines
 
@@ -10,7 +11,7 @@ private struct BodyFailure: Error {}
 struct GeneratorExitTests {
     @Test("next() from inside the generator's own body traps with 'generator already running'")
     func reentrantNext() async {
-        let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+        let result = await ChildProcess.run(.failure, id: "reentrantNext") {
             let holder = GeneratorHolder<Int>()
             let g = Generator<Int> { yield in
                 try yield(1)
@@ -21,13 +22,13 @@ struct GeneratorExitTests {
             _ = g.next()
             _ = g.next()
         }
-        let stderr = String(decoding: result?.standardErrorContent ?? [], as: UTF8.self)
+        let stderr = result?.standardError ?? ""
         #expect(stderr.contains("generator already running"), "stderr: \(stderr)")
     }
 
     @Test("next() on another thread than the one the body suspended on traps")
     func otherThread() async {
-        let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+        let result = await ChildProcess.run(.failure, id: "otherThread") {
             let g = Generator<Int> { yield in
                 var i = 0
                 while true { try yield(i); i += 1 }
@@ -38,13 +39,13 @@ struct GeneratorExitTests {
             t.start()
             while true { sleep(1) }   // the other thread traps and ends the process
         }
-        let stderr = String(decoding: result?.standardErrorContent ?? [], as: UTF8.self)
+        let stderr = result?.standardError ?? ""
         #expect(stderr.contains("generator resumed on a different thread"), "stderr: \(stderr)")
     }
 
     @Test("a body that swallows cancellation forever traps with 'generator body ignores cancellation'")
     func endlessSwallowingBody() async {
-        let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+        let result = await ChildProcess.run(.failure, id: "endlessSwallowingBody") {
             let g = Generator<Int> { yield in
                 var i = 0
                 while true { try? yield(i); i += 1 }
@@ -52,13 +53,13 @@ struct GeneratorExitTests {
             _ = g.next()
             g.cancel()
         }
-        let stderr = String(decoding: result?.standardErrorContent ?? [], as: UTF8.self)
+        let stderr = result?.standardError ?? ""
         #expect(stderr.contains("generator body ignores cancellation"), "stderr: \(stderr)")
     }
 
     @Test("up to 1,000 swallowed yields after cancellation are allowed")
     func limitIsOneThousand() async {
-        await #expect(processExitsWith: .success) {
+        await ChildProcess.run(.success, id: "limitIsOneThousand") {
             var count = 0
             let g = Generator<Int> { yield in
                 try? yield(0)                                  // the pending one, resumed by cancel
@@ -72,19 +73,19 @@ struct GeneratorExitTests {
 
     @Test("a yield escaped from its body and called outside it traps")
     func escapedYield() async {
-        let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+        let result = await ChildProcess.run(.failure, id: "escapedYield") {
             var escaped: Yield<Int>?
             let g = Generator<Int> { yield in escaped = yield; try yield(1) }
             _ = g.next()
             try escaped?(2)
         }
-        let stderr = String(decoding: result?.standardErrorContent ?? [], as: UTF8.self)
+        let stderr = result?.standardError ?? ""
         #expect(stderr.contains("yield used outside its generator's body"), "stderr: \(stderr)")
     }
 
     @Test("a suspended generator released on another thread leaks its stack and reports it")
     func foreignRelease() async {
-        let result = await #expect(processExitsWith: .success, observing: [\.standardErrorContent]) {
+        let result = await ChildProcess.run(.success, id: "foreignRelease") {
             var g: Generator<Int>? = Generator<Int> { yield in while true { try yield(1) } }
             _ = g!.next()
             nonisolated(unsafe) var moved = g
@@ -94,23 +95,24 @@ struct GeneratorExitTests {
             while !t.isFinished { usleep(1000) }
             _ = moved
         }
-        let stderr = String(decoding: result?.standardErrorContent ?? [], as: UTF8.self)
+        guard let result else { return }   // in the child process, whose test ends here
+        let stderr = result.standardError
         #expect(stderr.contains("released on a thread other than"), "stderr: \(stderr)")
     }
 
     @Test("stack overflow in a generator body is reported like a coroutine's")
     func overflow() async {
-        let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+        let result = await ChildProcess.run(.failure, id: "overflow") {
             let g = Generator<Int>(stackSize: 64 * 1024) { yield in try yield(recurseWithoutBound(0)) }
             _ = g.next()
         }
-        let stderr = String(decoding: result?.standardErrorContent ?? [], as: UTF8.self)
+        let stderr = result?.standardError ?? ""
         #expect(stderr.contains("coroutine stack overflow in 'generator'"), "stderr: \(stderr)")
     }
 
     @Test("stack overflow in a generator body, after it suspended its coroutine, is reported for the generator's stack")
     func overflowAfterSuspensionInCoroutine() async {
-        let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+        let result = await ChildProcess.run(.failure, id: "overflowAfterSuspensionInCoroutine") {
             let s = CoroutineScheduler(name: "overflow")
             let c = Coroutine.launch(on: s, name: "consumer") {
                 let g = Generator<Int>(stackSize: 64 * 1024) { yield in
@@ -121,13 +123,13 @@ struct GeneratorExitTests {
             }
             try await c.join()
         }
-        let stderr = String(decoding: result?.standardErrorContent ?? [], as: UTF8.self)
+        let stderr = result?.standardError ?? ""
         #expect(stderr.contains("coroutine stack overflow in 'generator' (stack size 65536"), "stderr: \(stderr)")
     }
 
     @Test("no stack is leaked: cancelled, released, exhausted and failed generators give their stacks back")
     func stackAccounting() async {
-        await #expect(processExitsWith: .success) {
+        await ChildProcess.run(.success, id: "stackAccounting") {
             let allocator = StackAllocator.shared
             // Warm the pool so that later takes reuse pooled stacks.
             do { let g = Generator<Int> { try $0(1) }; _ = g.next() }

@@ -1,6 +1,7 @@
 import CCoroutines
 import Foundation
 import Synchronization
+import CoroutinesTestSupport
 import Testing
 @testable import Coroutines
 
@@ -294,7 +295,7 @@ struct Review11BreakTests {
     @Test("produce, actor and async whose coroutine gets no stack (address-space limit): each observer told once, with stackUnavailable",
           .enabled(if: Kit.exitTestsEnabled, "COROUTINES_EXIT_TESTS=0"))
     func neverRanWithoutStack() async {
-        await #expect(processExitsWith: .success) {
+        await ChildProcess.run(.success, id: "neverRanWithoutStack") {
             let s = CoroutineScheduler(name: "r11-nostack")
             _ = try await Coroutine.async(on: s) { 1 }.value   // the thread and its loop are up
             let released = Kit.Counter()
@@ -517,7 +518,7 @@ struct Review11BreakTests {
           .enabled(if: Kit.exitTestsEnabled, "COROUTINES_EXIT_TESTS=0"))
     func stacksInUseAfterStop() async {
         // In a child process, so the allocator's global counters see only this test.
-        await #expect(processExitsWith: .success) {
+        await ChildProcess.run(.success, id: "stacksInUseAfterStop") {
             let before = StackAllocator.shared.stacksInUse
             for round in 0..<5 {
                 let schedulers = (0..<3).map { CoroutineScheduler(name: "r11-stacks-\(round)-\($0)") }

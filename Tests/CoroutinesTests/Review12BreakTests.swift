@@ -2,6 +2,7 @@ import CCoroutines
 import Dispatch
 import Foundation
 import Synchronization
+import CoroutinesTestSupport
 import Testing
 @testable import Coroutines
 
@@ -607,7 +608,7 @@ struct Review12BreakTests {
     @Test("stacks in use return to their starting value after repeated 111,111-coroutine fan-outs (child process)",
           .enabled(if: Kit.exitTestsEnabled && Kit.heavyTestsEnabled, "COROUTINES_EXIT_TESTS=0 or COROUTINES_HEAVY_TESTS=0"))
     func fanOutReturnsStacks() async {
-        await #expect(processExitsWith: .success) {
+        await ChildProcess.run(.success, id: "fanOutReturnsStacks") {
             let before = StackAllocator.shared.stacksInUse
             let s = CoroutineScheduler(name: "r12-fan")
             for _ in 0..<3 {

@@ -1,6 +1,7 @@
 import CCoroutines
 import Foundation
 import Synchronization
+import CoroutinesTestSupport
 import Testing
 @testable import Coroutines
 
@@ -122,19 +123,20 @@ struct StackTests {
 /// Checks that need a process of their own: traps (overflow, preconditions, exclusivity conflicts)
 /// and the stress tests that read the allocator's global counters.
 ///
-/// Serialized: on this toolchain an exit test holds one of the (two) cooperative threads until its
-/// child process ends, so running several at once would stall every other test.
+/// Each runs in a child process of its own (``ChildProcess``), awaited without holding a Swift
+/// concurrency thread. Serialized, so that the heavy children (a million coroutines) do not
+/// compete with each other for the two cores.
 @Suite("Coroutine stacks, in a child process", .serialized, .enabled(if: CoroutineTestKit.exitTestsEnabled))
 struct StackExitTests {
     @Test("stackSize of zero or less, or above 64 MiB, is a precondition failure")
     func stackSizeOutOfRange() async {
         for bad: Int in [0, -16, 64 * 1024 * 1024 + 1] {
-            let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) { [bad = bad as Int] in
+            let result = await ChildProcess.run(.failure, id: "stackSizeOutOfRange.\(bad)") { [bad = bad as Int] in
                 _ = Coroutine.launch(on: SchedulerPool.default(for: .default).next(), stackSize: bad) {}
             }
             #if DEBUG
             // Swift drops precondition messages in optimised builds.
-            let stderr = String(decoding: result?.standardErrorContent ?? [], as: UTF8.self)
+            let stderr = result?.standardError ?? ""
             #expect(stderr.contains("stackSize"), "stderr for \(bad): \(stderr)")
             #else
             _ = result
@@ -146,12 +148,12 @@ struct StackExitTests {
 
     @Test("a stack overflow aborts with 'coroutine stack overflow', the coroutine's name and its stack size")
     func stackOverflow() async {
-        let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+        let result = await ChildProcess.run(.failure, id: "stackOverflow") {
             let s = CoroutineScheduler(name: "overflow")
             let c = Coroutine.launch(on: s, name: "deep") { _ = recurseWithoutBound(0) }
             try await c.join()
         }
-        let stderr = String(decoding: result?.standardErrorContent ?? [], as: UTF8.self)
+        let stderr = result?.standardError ?? ""
         #expect(stderr.contains("coroutine stack overflow"), "stderr: \(stderr)")
         #expect(stderr.contains("deep"), "stderr: \(stderr)")
         #expect(stderr.contains("262144"), "stderr: \(stderr)")
@@ -163,7 +165,7 @@ struct StackExitTests {
           arguments: [(10, 30), (30, 10)])
     func exclusiveAccessesEndInAnyOrder(aMillis: Int, bMillis: Int) async {
         // In a child process: a wrong access-set bookkeeping traps, which must not take down the run.
-        await #expect(processExitsWith: .success) { [aMillis = aMillis as Int, bMillis = bMillis as Int] in
+        await ChildProcess.run(.success, id: "exclusiveAccessesEndInAnyOrder.\(aMillis)-\(bMillis)") { [aMillis = aMillis as Int, bMillis = bMillis as Int] in
             let cell = ExclusiveCell()
             try await CoroutineTestKit.run {
                 // Given A and B, each suspended inside a modify access of its own property.
@@ -182,14 +184,14 @@ struct StackExitTests {
 
     @Test("two coroutines modifying the same property while one is suspended trap like any Swift conflict")
     func exclusiveAccessConflictTraps() async {
-        let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+        let result = await ChildProcess.run(.failure, id: "exclusiveAccessConflictTraps") {
             let cell = ExclusiveCell()
             try await CoroutineTestKit.run {
                 _ = Coroutine.launch { try modify(&cell.a, suspendingFor: .milliseconds(20)) }
                 _ = Coroutine.launch { try modify(&cell.a, suspendingFor: .milliseconds(1)) }
             }
         }
-        let stderr = String(decoding: result?.standardErrorContent ?? [], as: UTF8.self)
+        let stderr = result?.standardError ?? ""
         #expect(stderr.contains("Simultaneous accesses"), "stderr: \(stderr)")
     }
 
@@ -198,7 +200,7 @@ struct StackExitTests {
     @Test("100,000 coroutines across a pool of 4 schedulers all finish and give their stacks back")
     func hundredThousandCoroutines() async {
         // In a child process, so the allocator's global counters see only this test.
-        await #expect(processExitsWith: .success) {
+        await ChildProcess.run(.success, id: "hundredThousandCoroutines") {
             // Background QoS (nice +10): the parallel tests of the parent keep the CPUs first.
             let pool = SchedulerPool(name: "stress", count: 4, qos: .background)!
             let before = StackAllocator.shared.stacksInUse
@@ -240,7 +242,7 @@ struct StackExitTests {
     @Test("1,000,000 coroutines suspended at once on one scheduler all resume",
           .enabled(if: CoroutineTestKit.heavyTestsEnabled, "COROUTINES_HEAVY_TESTS=0"))
     func millionSuspended() async {
-        await #expect(processExitsWith: .success) {
+        await ChildProcess.run(.success, id: "millionSuspended") {
             // Background QoS (nice +10): the parallel tests of the parent keep the CPUs first.
             let s = CoroutineScheduler(name: "million", qos: .background)
             let n = 1_000_000
@@ -289,7 +291,7 @@ extension StackExitTests {
     @Test("the memory of finished coroutines' stacks goes back to the kernel once the scheduler idles",
           .enabled(if: CoroutineTestKit.heavyTestsEnabled, "COROUTINES_HEAVY_TESTS=0"))
     func idleStackMemoryIsReleased() async {
-        await #expect(processExitsWith: .success) {
+        await ChildProcess.run(.success, id: "idleStackMemoryIsReleased") {
             func resident() -> Int {
                 let text = (try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8)) ?? ""
                 return (Int(text.split(separator: " ").dropFirst().first ?? "") ?? 0) * 4096

@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import CoroutinesTestSupport
 import Testing
 @testable import Coroutines
 
@@ -166,7 +167,7 @@ struct SyncPrimitiveMutexTests {
 extension ChannelExitTests {
     @Test("unlocking a CoroutineMutex held by another coroutine traps")
     func unlockByNonOwner() async {
-        await #expect(processExitsWith: .failure) {
+        await ChildProcess.run(.failure, id: "unlockByNonOwner") {
             try await Coroutine.run {
                 let m = CoroutineMutex()
                 let owner = Coroutine.launch { try m.lock(); try Coroutine.delay(.seconds(5)) }

@@ -1,0 +1,166 @@
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Runs part of a test in a child process of this test binary — the project's replacement for
+/// Swift Testing's exit tests (`#expect(processExitsWith:)`).
+///
+/// Why not exit tests: on this toolchain an exit test reads its child's back channel with a
+/// blocking `read` on a Swift concurrency thread until the child ends (seen with gdb:
+/// `ExitTest._processRecords(fromBackChannel:)` in `FileHandle.readToEnd()`). Swift Testing runs
+/// every test on that pool of one or two threads, so while one child ran, every other test of
+/// the parallel suite stopped: a 1,000,000-coroutine child froze the run for 27 s, and a test
+/// whose coroutines had finished in 0.2 s was reported at 36 s, past its hang limit. Here the
+/// child is started and waited for from a plain thread, and the awaiting test holds no thread.
+///
+/// How it works: ``run(_:id:body:sourceLocation:)`` starts this test binary again with
+/// `--filter` naming the current test and `COROUTINES_CHILD_TEST=<id>` in the environment. In
+/// the child, Swift Testing runs that one test; its call to `run` sees its own `id`, runs `body`
+/// in the child's process and returns `nil`. Any other call to `run` in the child (another `id`
+/// of the same test) returns `nil` without doing anything, so a child never starts a child.
+///
+/// The child's standard output and error go to files, read after it ended (a pipe could fill
+/// up and stall a chatty child).
+public enum ChildProcess {
+    /// What the child's end must look like.
+    public enum Expectation: Sendable {
+        /// Exit status 0.
+        case success
+        /// A non-zero exit status or death by a signal (a trap).
+        case failure
+    }
+
+    /// How a child process ended, and what it printed.
+    public struct Outcome: Sendable, CustomStringConvertible {
+        /// The exit status, or `nil` if a signal ended the process.
+        public let exitStatus: Int32?
+        /// The signal that ended the process, or `nil` if it exited.
+        public let signal: Int32?
+        /// Everything the child wrote to standard output.
+        public let standardOutput: String
+        /// Everything the child wrote to standard error: trap messages, and Swift Testing's
+        /// report of the test.
+        public let standardError: String
+
+        /// True for exit status 0.
+        public var succeeded: Bool { exitStatus == 0 }
+
+        public var description: String {
+            let end = exitStatus.map { "exit status \($0)" } ?? "signal \(signal ?? -1)"
+            return "child ended with \(end)\n--- stderr ---\n\(standardError.suffix(4_000))\n--- stdout ---\n\(standardOutput.suffix(4_000))"
+        }
+    }
+
+    /// The environment variable naming the part a child process runs.
+    public static let variable = "COROUTINES_CHILD_TEST"
+
+    /// The `id` this process was started to run, or `nil` in the test run itself.
+    public static var currentID: String? { ProcessInfo.processInfo.environment[variable] }
+
+    /// Runs `body` in a child process and records an issue unless the child ends as `expected`.
+    ///
+    /// - Parameters:
+    ///   - expected: Whether the child must exit with status 0 or fail (non-zero status, signal).
+    ///   - id: Names this part among the `run` calls of the same test (unique within the test).
+    ///   - body: Runs in the child only. For `.success`, it must return normally; an `#expect`
+    ///     that fails in it makes the child's test fail, and so the child exit with status 1.
+    /// - Returns: The child's outcome in the test run; `nil` inside a child process.
+    @discardableResult
+    public static func run(_ expected: Expectation, id: String,
+                           sourceLocation: SourceLocation = #_sourceLocation,
+                           body: () async throws -> Void) async -> Outcome? {
+        if let current = currentID {
+            if current == id {
+                do { try await body() } catch {
+                    FileHandle.standardError.write(Data("child body threw: \(error)\n".utf8))
+                    exit(1)
+                }
+            }
+            return nil
+        }
+        guard let test = Test.current else {
+            Issue.record("ChildProcess.run must be called from a test", sourceLocation: sourceLocation)
+            return nil
+        }
+        let outcome: Outcome
+        do {
+            outcome = try await spawn(filter: filter(for: test), id: id)
+        } catch {
+            Issue.record("could not start the child process: \(error)", sourceLocation: sourceLocation)
+            return nil
+        }
+        // A filter that matched nothing would make a child that "succeeds" without running the
+        // test: the child's report must show the test started (and, on success, that it ran).
+        // (Swift Testing writes that report to standard error when it is not a terminal.)
+        let report = outcome.standardError + outcome.standardOutput
+        let started = report.contains(" started.")
+        let ran = report.range(of: #"Test run with [1-9][0-9]* tests? "#, options: .regularExpression) != nil
+        switch expected {
+        case _ where !started || (outcome.succeeded && !ran):
+            Issue.record("the child process did not run the test (filter \(filter(for: test))): \(outcome)",
+                         sourceLocation: sourceLocation)
+        case .success where !outcome.succeeded:
+            Issue.record("the child process was expected to succeed: \(outcome)", sourceLocation: sourceLocation)
+        case .failure where outcome.succeeded:
+            Issue.record("the child process was expected to fail: \(outcome)", sourceLocation: sourceLocation)
+        default:
+            break
+        }
+        return outcome
+    }
+
+    /// A `--filter` regular expression matching `test` and no other: its suite path and name.
+    static func filter(for test: Test) -> String {
+        // Test.ID reads "Module.Suite/function(labels:)/File.swift:line:column" for a test
+        // function; the part before the source location names it uniquely.
+        let parts = String(describing: test.id).split(separator: "/")
+        let named = parts.prefix { !$0.contains(".swift:") }.joined(separator: "/")
+        return "^" + NSRegularExpression.escapedPattern(for: named)
+    }
+
+    /// Starts this binary on `filter` with `COROUTINES_CHILD_TEST=id`, and waits for it to end
+    /// from a plain thread.
+    static func spawn(filter: String, id: String) async throws -> Outcome {
+        let directory = FileManager.default.temporaryDirectory
+            .appendingPathComponent("coroutines-child-\(UUID().uuidString)", isDirectory: true)
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let out = directory.appendingPathComponent("stdout"), err = directory.appendingPathComponent("stderr")
+        for file in [out, err] where !FileManager.default.createFile(atPath: file.path, contents: nil) {
+            throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: file.path])
+        }
+
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executablePath())
+        process.arguments = ["--testing-library", "swift-testing", "--filter", filter]
+        var environment = ProcessInfo.processInfo.environment
+        environment[variable] = id
+        process.environment = environment
+        process.standardInput = FileHandle.nullDevice
+        process.standardOutput = try FileHandle(forWritingTo: out)
+        process.standardError = try FileHandle(forWritingTo: err)
+
+        let (status, reason): (Int32, Process.TerminationReason) = try await withCheckedThrowingContinuation { k in
+            process.terminationHandler = { p in k.resume(returning: (p.terminationStatus, p.terminationReason)) }
+            do { try process.run() } catch { process.terminationHandler = nil; k.resume(throwing: error) }
+        }
+        let stdout = (try? String(contentsOf: out, encoding: .utf8)) ?? ""
+        let stderr = (try? String(contentsOf: err, encoding: .utf8)) ?? ""
+        return reason == .exit
+            ? Outcome(exitStatus: status, signal: nil, standardOutput: stdout, standardError: stderr)
+            : Outcome(exitStatus: nil, signal: status, standardOutput: stdout, standardError: stderr)
+    }
+
+    /// The test binary's path.
+    static func executablePath() -> String {
+        #if os(Linux)
+        if let path = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") { return path }
+        #endif
+        return CommandLine.arguments[0]
+    }
+}
