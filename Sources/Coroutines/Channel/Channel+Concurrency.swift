@@ -40,7 +40,7 @@ extension Channel {
         /// Creates the iterator. O(1).
         public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(channel: channel) }
 
-        /// Receives with ``Channel/receive()-(async)``; nil once closed and drained.
+        /// Receives with ``Channel/receive()-7wld3``; nil once closed and drained.
         public struct AsyncIterator: AsyncIteratorProtocol {
             let channel: Channel<Element>
 

@@ -5,7 +5,7 @@ import Synchronization
 /// A value that will be available later: fulfilled with a value or rejected with an error, once.
 ///
 /// Coroutines wait for it with ``await()``, async code with ``value``, and callbacks with
-/// ``then(_:)-(…)``, ``catch(_:)``, ``recover(_:)`` and ``always(_:)``.
+/// ``then(_:)-((Value)->U)``, ``catch(_:)``, ``recover(_:)`` and ``always(_:)``.
 ///
 /// ```swift
 /// let p = Promise<Int>()
