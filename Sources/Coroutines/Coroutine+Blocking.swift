@@ -82,8 +82,9 @@ extension Coroutine {
                                       result.value = .success(try unchecked.value())
                                   } catch {
                                       result.value = .failure(error)
-                                      // Cancel the rest at once, on this thread (§4.9): waiting for
-                                      // the run queue to empty could wait forever.
+                                      // Cancel the rest at once, on this thread (the BlockingAndStopping
+                                      // article, <doc:BlockingAndStopping>): waiting for the run queue to
+                                      // empty could wait forever.
                                       scheduler.cancelAll()
                                       throw error
                                   }

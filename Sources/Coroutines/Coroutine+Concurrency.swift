@@ -1,15 +1,15 @@
 import Synchronization
 
-/// Bridges between coroutines and Swift concurrency (SPEC §11).
+/// Bridges between coroutines and Swift concurrency (see <doc:CoroutinesAndSwiftConcurrency>).
 extension Coroutine {
     /// Runs an `async` operation in a Swift `Task` and suspends the current coroutine — never its
     /// scheduler thread — until the operation ends.
     ///
-    /// The scheduler keeps running its other coroutines meanwhile. Cancelling the coroutine
-    /// cancels the task and makes this call throw `CancellationError` at once (SPEC §11): a
-    /// result the task still produces after that is discarded. So do not wrap an operation that
-    /// must not lose its result (a channel receive, say) in `Coroutine.await`; call the
-    /// coroutine form directly (`try channel.receive()`).
+    /// The scheduler keeps running its other coroutines meanwhile. Cancelling the coroutine cancels
+    /// the task and makes this call throw `CancellationError` at once
+    /// (<doc:CoroutinesAndSwiftConcurrency>): a result the task still produces after that is
+    /// discarded. So do not wrap an operation that must not lose its result (a channel receive,
+    /// say) in `Coroutine.await`; call the coroutine form directly (`try channel.receive()`).
     ///
     /// - Parameter operation: The async work.
     /// - Returns: The operation's value.

@@ -20,7 +20,7 @@ extension Coroutine {
     /// before `start` returns. The coroutine resumes on its own scheduler.
     ///
     /// Cancellation and `withTimeout` race with the completion on the coroutine's single claim
-    /// (SPEC §4.4): if the completion wins, the result is returned normally; otherwise
+    /// (<doc:Cancellation>): if the completion wins, the result is returned normally; otherwise
     /// `onInterrupt` runs on the coroutine's thread (cancel the underlying operation there) and
     /// this call throws `CancellationError` or `CoroutineError.timedOut` at once — a result that
     /// arrives afterwards is discarded. If the coroutine is already cancelled, `start` never runs.

@@ -8,10 +8,10 @@ extension Coroutine {
     ///
     /// If the coroutine is suspended in any suspending operation it is woken and that operation
     /// throws `CancellationError`; every later suspending operation throws at once. If a peer had
-    /// already completed the operation, the operation returns normally and the cancellation is
-    /// seen at the next suspending call (SPEC §4.4). A coroutine cancelled before it started never
-    /// runs its body and finishes with `CancellationError`. Cancelling a finished coroutine does
-    /// nothing.
+    /// already completed the operation, the operation returns normally and the cancellation is seen
+    /// at the next suspending call (see <doc:Cancellation>). A coroutine cancelled before it
+    /// started never runs its body and finishes with `CancellationError`. Cancelling a finished
+    /// coroutine does nothing.
     ///
     /// - Suspends: no. Idempotent; callable from any thread.
     /// - Complexity: O(number of descendants).
@@ -104,7 +104,8 @@ extension Coroutine {
                 }
             }
         }
-        // Only errors thrown by a body are reported (§4.5), not the reason a body never ran.
+        // Only errors thrown by a body are reported, not the reason a body never ran (see the
+        // CoroutineLifecycle article, <doc:CoroutineLifecycle>).
         if let error, bodyRan, reportsUnobservedErrors, joiners == nil, !(error is CancellationError) {
             let handler = Coroutine.unobservedErrorHandler
             scheduler.execute { [self] in handler(self, error) }

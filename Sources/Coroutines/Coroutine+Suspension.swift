@@ -5,7 +5,7 @@ import Synchronization
 ///
 /// Exactly one holder of a ticket for an armed suspension succeeds in `resume`: the coroutine's
 /// `epoch` moves from the ticket's odd value to the next even one by compare-and-swap. Completion,
-/// cancellation and timeouts all race through this single claim (SPEC §4.4).
+/// cancellation and timeouts all race through this single claim (see <doc:Cancellation>).
 @usableFromInline
 struct WaitTicket: Sendable {
     @usableFromInline let coroutine: Coroutine
@@ -173,11 +173,11 @@ extension Coroutine {
 
     /// Suspends the running coroutine until a holder of its ticket resumes it.
     ///
-    /// The protocol: check interrupts; arm (epoch becomes odd); `register` publishes the ticket
-    /// and returns true if the operation already completed (then the coroutine disarms and
-    /// returns at once); re-check interrupts after arming (so a cancel racing with the arm is
-    /// never lost); switch away. After resumption a `.completed` wake returns normally — even if
-    /// the coroutine was cancelled meanwhile (§4.4) — and any other wake calls `unregister` and
+    /// The protocol: check interrupts; arm (epoch becomes odd); `register` publishes the ticket and
+    /// returns true if the operation already completed (then the coroutine disarms and returns at
+    /// once); re-check interrupts after arming (so a cancel racing with the arm is never lost);
+    /// switch away. After resumption a `.completed` wake returns normally — even if the coroutine
+    /// was cancelled meanwhile (<doc:Cancellation>) — and any other wake calls `unregister` and
     /// throws.
     ///
     /// Must be called by the coroutine itself, on its scheduler's thread.
@@ -218,8 +218,8 @@ extension Coroutine {
     /// a holder resumes it.
     ///
     /// Re-checks interrupts first, so a cancellation racing with the publication is never lost.
-    /// Returns normally on a `.completed` wake (even if cancelled meanwhile, SPEC §4.4); otherwise
-    /// calls `unregister` and throws `CancellationError` or `CoroutineError.timedOut`.
+    /// Returns normally on a `.completed` wake (even if cancelled meanwhile: <doc:Cancellation>);
+    /// otherwise calls `unregister` and throws `CancellationError` or `CoroutineError.timedOut`.
     @usableFromInline
     func suspend(armedEpoch armed: UInt64, _ kind: WaitKind, unregister: (WaitTicket) -> Void) throws {
         if hasPendingInterrupt {

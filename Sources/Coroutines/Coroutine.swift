@@ -14,8 +14,9 @@ import Synchronization
 ///
 /// ## Threading
 /// A coroutine runs on exactly one scheduler, whose single thread it never leaves: it always
-/// resumes on the thread where it suspended (SPEC §2.1). The handle is `Sendable`: `cancel()`,
-/// `isCancelled`, `isFinished`, `error` and `join` may be used from any thread.
+/// resumes on the thread where it suspended (see <doc:ThreadsSchedulersAndCoroutines>). The handle
+/// is `Sendable`: `cancel()`, `isCancelled`, `isFinished`, `error` and `join` may be used from any
+/// thread.
 ///
 /// ## Lifecycle
 /// `launch` queues the coroutine; its stack is taken when it first runs and returned to a pool

@@ -24,9 +24,10 @@ import Darwin
 /// ```
 ///
 /// ## Threading
-/// Coroutines never migrate between threads: everything launched on a scheduler runs on its
-/// thread (SPEC §2.1). Wake-ups from other threads go through a lock-protected queue and one
-/// coalesced wake-up of the poller. Every method of this type is thread-safe.
+/// Coroutines never migrate between threads: everything launched on a scheduler runs on its thread
+/// (see <doc:ThreadsSchedulersAndCoroutines>). Wake-ups from other threads go through a
+/// lock-protected queue and one coalesced wake-up of the poller. Every method of this type is
+/// thread-safe.
 ///
 /// ## Kinds
 /// * `CoroutineScheduler(name:qos:)` starts a dedicated thread that runs until ``stop()``.
@@ -164,7 +165,7 @@ public final class CoroutineScheduler: @unchecked Sendable {
         return Unmanaged<CoroutineScheduler>.fromOpaque(p).takeUnretainedValue()
     }
 
-    /// The default scheduler for `launch(on: nil)` (SPEC §4.2).
+    /// The default scheduler for `launch(on: nil)` (see <doc:CoroutineLifecycle>).
     @usableFromInline
     static func defaultForLaunch() -> CoroutineScheduler {
         defaultForLaunchUnretained().takeUnretainedValue()

@@ -21,8 +21,8 @@
 ///   (`cancelAllCount`): the coroutines they stand for were live.
 /// - The promise links its coroutine when the body starts (`runLazilyStartedCoroutineBody`),
 ///   under its lock: a promise cancelled before then is already rejected, and the body does not
-///   run. A promise fulfilled or rejected by other code meanwhile does not stop the body (SPEC
-///   §5.5), as with a coroutine created at launch.
+///   run. A promise fulfilled or rejected by other code meanwhile does not stop the body
+///   (<doc:Promises>), as with a coroutine created at launch.
 struct PendingLaunch {
     unowned(unsafe) var observer: any UnstartedObserver
     /// The launching coroutine, retained (+1) for the launch.

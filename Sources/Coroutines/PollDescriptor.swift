@@ -78,10 +78,10 @@ package struct PollDescriptor: Sendable {
     ///   - writable: Wait for room to write instead of data to read.
     ///   - publish: See above; not called when the wait returns at once.
     /// - Throws: `CoroutineError.notInCoroutine`; `CancellationError`; `CoroutineError.timedOut`
-    ///   inside `withTimeout` (the cancellation race of SPEC §4.4 is decided by the wait ticket's
-    ///   claim: a readiness that loses it stays remembered); `CoroutineError.pollFailed` if the
-    ///   descriptor cannot be registered (`EBADF`). A descriptor the poller refuses as always
-    ///   ready (`EPERM`: regular files) returns at once.
+    ///   inside `withTimeout` (the cancellation race of <doc:Cancellation> is decided by the wait
+    ///   ticket's claim: a readiness that loses it stays remembered); `CoroutineError.pollFailed`
+    ///   if the descriptor cannot be registered (`EBADF`). A descriptor the poller refuses as
+    ///   always ready (`EPERM`: regular files) returns at once.
     /// - Suspends: yes, unless readiness was remembered or `publish` returns false; resumes on the
     ///   coroutine's own scheduler.
     /// - Complexity: O(1). The first wait on a scheduler makes one `epoll_ctl`/`kevent`; later

@@ -7,7 +7,7 @@ import Glibc
 import Darwin
 #endif
 
-/// Hands out coroutine stacks and takes them back (SPEC §2.2).
+/// Hands out coroutine stacks and takes them back (see <doc:Stacks>).
 ///
 /// Stacks are pooled per size and reused. Up to ``guardedCap`` stacks live at once as guarded
 /// mappings (stack + PROT_NONE guard: two kernel mappings each); beyond the cap, stacks are cut
@@ -275,7 +275,7 @@ final class StackAllocator: Sendable {
 
     /// Gives the memory of old idle stacks back to the kernel, keeping the newest
     /// ``residentIdleLimit`` of each size resident. Called by schedulers before they park, so the
-    /// system calls happen when there is nothing else to do (SPEC §2.2: a finished coroutine's
+    /// system calls happen when there is nothing else to do (<doc:Stacks>: a finished coroutine's
     /// memory is released). Thread-safe.
     func trimIfNeeded() {
         guard givenSinceTrim.load(ordering: .relaxed) > Self.residentIdleLimit else { return }

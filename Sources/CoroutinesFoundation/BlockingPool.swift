@@ -22,12 +22,12 @@ import Foundation
 /// behind a burst of slow ones waits for one thread start, not for the whole burst's. Jobs are
 /// therefore not started in submission order while a burst is being absorbed.
 ///
-/// Why burst threads rather than a fixed-size FIFO: the pool cannot know which jobs are short.
-/// With 64 threads and a FIFO queue, a 1 ms job submitted behind 1,000 jobs of 100 ms each would
-/// wait about 1.5 s; SPEC §10 forbids many slow offloads making a short one wait behind them
-/// beyond the pool's size. Blocking work mostly sleeps in the kernel, so a thread per pending
-/// job costs address space for its stack and little else — the choice Go's runtime makes for
-/// blocking system calls.
+/// Why burst threads rather than a fixed-size FIFO: the pool cannot know which jobs are short. With
+/// 64 threads and a FIFO queue, a 1 ms job submitted behind 1,000 jobs of 100 ms each would wait
+/// about 1.5 s, while <doc:FoundationWork> promises that a short job never queues behind a crowd of
+/// slow ones until the pool has reached its ceiling of threads. Blocking work mostly sleeps in the
+/// kernel, so a thread per pending job costs address space for its stack and little else — the
+/// choice Go's runtime makes for blocking system calls.
 ///
 /// Releasing a pool lets its threads end: each finishes the jobs still queued, then exits.
 /// ``shared`` is never released.

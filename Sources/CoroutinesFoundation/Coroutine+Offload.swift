@@ -2,7 +2,7 @@ import Foundation
 
 extension Coroutine {
     /// Runs blocking work on a blocking thread pool and suspends only the calling coroutine until
-    /// it ends (SPEC §10).
+    /// it ends (see <doc:FoundationWork>).
     ///
     /// ```swift
     /// let digest = try Coroutine.offload { try hashFile(at: path) }   // the scheduler keeps running
@@ -19,8 +19,8 @@ extension Coroutine {
     /// A running body cannot be interrupted. Cancelling the waiting coroutine (or an expiring
     /// `withTimeout`) makes `offload` throw `CancellationError` (or `CoroutineError.timedOut`) at
     /// once; the body runs on to its end on the pool and its value or error is discarded. If the
-    /// body finished before the cancellation claimed the wait, `offload` returns its value
-    /// normally and the cancellation is seen at the next suspending call (SPEC §4.4). A
+    /// body finished before the cancellation claimed the wait, `offload` returns its value normally
+    /// and the cancellation is seen at the next suspending call (see <doc:FoundationWork>). A
     /// coroutine already cancelled when it calls `offload` throws at once and the body never runs.
     ///
     /// - Parameters:

@@ -64,8 +64,8 @@ public struct SocketAddress: Sendable, Hashable, CustomStringConvertible {
     }
 
     private static func resolve(_ host: String, port: Int) -> SocketAddress? {
+        // `ai_family` stays 0, the unspecified family: IPv4 or IPv6, whichever the name resolves to.
         var hints = addrinfo()
-        hints.ai_family = AF_UNSPEC
         #if canImport(Glibc)
         hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
         #else

@@ -8,7 +8,7 @@ import Darwin
 #endif
 
 /// The non-blocking descriptor shared by ``TCPSocket`` and ``TCPListener``, with the rules of
-/// SPEC §10: one reader and one writer at a time, and a `close()` that wakes both.
+/// <doc:Sockets>: one reader and one writer at a time, and a `close()` that wakes both.
 ///
 /// The descriptor is released (`close(2)`) only once it is closed **and** no operation is inside
 /// it, by whichever of `close()` or the last operation comes second (the way Go's `fdMutex`

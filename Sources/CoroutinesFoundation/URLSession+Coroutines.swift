@@ -3,7 +3,7 @@ import Foundation
 import FoundationNetworking
 #endif
 
-/// Suspending forms of `URLSession`'s data, download and upload tasks (SPEC §10).
+/// Suspending forms of `URLSession`'s data, download and upload tasks (see <doc:FoundationWork>).
 ///
 /// Each method starts a task with a completion handler and suspends the calling coroutine until
 /// the handler runs: no thread is held while waiting, and the scheduler keeps running its other
@@ -15,7 +15,7 @@ import FoundationNetworking
 /// ## Cancellation
 /// Cancelling the waiting coroutine (or an expiring `withTimeout`) cancels the `URLSessionTask`
 /// and makes the call throw `CancellationError` (or `CoroutineError.timedOut`) at once. If the
-/// task had already completed, its result is returned normally (SPEC §4.4).
+/// task had already completed, its result is returned normally (see <doc:FoundationWork>).
 ///
 /// ## Errors
 /// Transport failures are Foundation's `URLError` (`.cannotConnectToHost` for a refused

@@ -3,7 +3,7 @@ import Foundation
 import FoundationXML
 #endif
 
-/// One event of an XML document, as ``Foundation/XMLParser/events(stackSize:)`` yields them.
+/// One event of an XML document, as `XMLParser.events(stackSize:)` yields them.
 public enum XMLEvent: Sendable, Hashable {
     /// The parser began the document.
     case startDocument
@@ -27,7 +27,7 @@ public enum XMLEvent: Sendable, Hashable {
 }
 
 extension XMLParser {
-    /// The parser's events as a ``Coroutines/Generator``: each event is yielded from inside the
+    /// The parser's events as a `Generator`: each event is yielded from inside the
     /// parser's delegate callback, so the document is parsed lazily, one event per `next()`.
     ///
     /// ```swift
@@ -52,7 +52,7 @@ extension XMLParser {
     /// `CancellationError`.
     ///
     /// ## Threading
-    /// Like every ``Coroutines/Generator``, the result is confined to the thread of its first
+    /// Like every `Generator`, the result is confined to the thread of its first
     /// `next()`; the parser must not be used elsewhere meanwhile.
     ///
     /// - Parameter stackSize: Bytes of stack for the parser and its callbacks (libxml2 runs on

@@ -1,8 +1,8 @@
 import Synchronization
 
-/// The Swift-concurrency peer of `Channel` for the benchmarks (SPEC §13): a rendezvous/bounded
-/// channel on continuations + `Mutex`, with a lock-only fast path and every resumption outside
-/// the lock. `K` selects `UnsafeContinuation` or `CheckedContinuation`.
+/// The Swift-concurrency peer of `Channel` for the benchmarks (README.md, Benchmarks): a
+/// rendezvous/bounded channel on continuations + `Mutex`, with a lock-only fast path and every
+/// resumption outside the lock. `K` selects `UnsafeContinuation` or `CheckedContinuation`.
 ///
 /// `receive()` returns nil and `send` returns false once the channel is closed (so that a sieve
 /// of tasks can be torn down).

@@ -1,5 +1,7 @@
-// The seed scenarios of SPEC §12, run on real coroutines. Delays are scaled down so the demo
-// finishes in a few seconds.
+// Scenarios that show each part of the library at work, on real coroutines; the rules they
+// illustrate are stated in the DocC articles of the Coroutines and CoroutinesFoundation catalogs
+// (scenario 1 is the launch-order example of <doc:CoroutineLifecycle>, scenario 6 the counter of
+// <doc:Actors>). Delays are scaled down so the demo finishes in a few seconds.
 import Coroutines
 import CoroutinesFoundation
 import Dispatch
@@ -13,7 +15,7 @@ func heading(_ title: String) {
     print("\n=== \(title) ===")
 }
 
-// MARK: §12.1 Launch order on the main scheduler
+// MARK: 1. Launch order on the main scheduler
 
 heading("1. launch order (main scheduler + two other schedulers)")
 let four = CoroutineScheduler(name: "scheduler-4")
@@ -36,7 +38,7 @@ try Coroutine.runBlocking {
 four.stop()
 five.stop()
 
-// MARK: §12.2 await a promise fulfilled later
+// MARK: 2. await a promise fulfilled later
 
 heading("2. await a promise fulfilled 300 ms later (3 s in the original)")
 try Coroutine.runBlocking {
@@ -55,7 +57,7 @@ try Coroutine.runBlocking {
     print("main")
 }
 
-// MARK: §12.3 The Go channel example
+// MARK: 3. The Go channel example
 
 heading("3. Go channel example: a rendezvous channel between two coroutines")
 try Coroutine.runBlocking {
@@ -95,7 +97,7 @@ try Coroutine.runBlocking {
     source.close()   // the last filter's send throws ChannelError.closed: the chain unwinds
 }
 
-// MARK: §12.4 ucontext-style ping-pong
+// MARK: 4. ucontext-style ping-pong
 
 heading("4. ping-pong: main → coroutine → main")
 try Coroutine.runBlocking {
@@ -113,7 +115,7 @@ try Coroutine.runBlocking {
     print("main: done")
 }
 
-// MARK: §12.5 Generators
+// MARK: 5. Generators
 
 heading("5. generator yielding 0, 1, 2, … consumed 10 times")
 // The body runs on its own stack; each next() switches to it and back on this thread.
@@ -167,7 +169,7 @@ let tree = Tree.node(.node(.node(.leaf, "a", .leaf), "b", .node(.leaf, "c", .lea
 let labels = Generator<String> { yield in try tree.walk(depth: 0, yield) }
 for line in labels { print(line) }
 
-// MARK: §12.6 An actor counter
+// MARK: 6. An actor counter
 
 heading("6. actor counter: six +1, one −1, then get")
 enum CounterMessage: Sendable { case add(Int), get }
@@ -190,7 +192,7 @@ try Coroutine.runBlocking {
     counter.cancel()
 }
 
-// MARK: §12.7 Multi-value await with a tuple
+// MARK: 7. Multi-value await with a tuple
 
 heading("7. multi-value await with a tuple")
 
@@ -218,7 +220,7 @@ try Coroutine.runBlocking {
 }
 try? FileManager.default.removeItem(atPath: samplePath)
 
-// MARK: §12.8 DispatchQueuePool
+// MARK: 8. DispatchQueuePool
 
 heading("8. DispatchQueuePool.default(for: .utility)")
 let pool = DispatchQueuePool.default(for: .utility)
@@ -228,7 +230,7 @@ for queue in pool.queues {
 }
 print("next() × \(pool.queueCount * 2): " + (0..<(pool.queueCount * 2)).map { _ in pool.next().label.split(separator: ".").last.map(String.init) ?? "?" }.joined(separator: " "))
 
-// MARK: §10 CoroutinesFoundation
+// MARK: 9. CoroutinesFoundation
 
 heading("9. CoroutinesFoundation: files, JSON and XML")
 
@@ -276,7 +278,7 @@ try Coroutine.runBlocking {
     }
 }
 
-// MARK: §10 echo round trip over loopback
+// MARK: 10. echo round trip over loopback
 
 heading("10. echo round trip over loopback")
 try Coroutine.runBlocking {

@@ -89,7 +89,8 @@ struct OffloadTests {
         let inline = try Coroutine.offload { pthread_equal(pthread_self(), thread) != 0 }
         #expect(inline)
         let observed = try await Coroutine.run {
-            // A promise observer runs on a scheduler thread outside any coroutine (SPEC §5.2).
+            // A promise observer runs on a scheduler thread outside any coroutine (see the Promises
+            // article, <doc:Promises>).
             let derived = Promise<Int>.fulfilled(1).then { _ in try Coroutine.offload { 2 } }
             do { _ = try derived.await(); return nil as CoroutineError? } catch let e as CoroutineError { return e }
         }

@@ -5,7 +5,7 @@ import Testing
 
 private typealias Kit = CoroutineTestKit
 
-/// SPEC §9: mailbox actors.
+/// Mailbox actors, as the Actors article states them (<doc:Actors>).
 @Suite("Actors")
 struct ActorTests {
     enum CounterMessage: Sendable { case add(Int), get }
@@ -28,7 +28,7 @@ struct ActorTests {
         }
     }
 
-    @Test("six +1, one −1, then get → 5 (SPEC §12.6)")
+    @Test("six +1, one −1, then get → 5 (the counter example of the Actors article)")
     func counterScenario() async throws {
         let total = try await Kit.run { () -> Int in
             let counter = Self.makeCounter()

@@ -6,7 +6,8 @@ import Testing
 private typealias Kit = CoroutineTestKit
 private typealias CK = ChannelTestKit
 
-/// SPEC §6.5 and §4.4: cancelling coroutines blocked in channel operations.
+/// Cancelling coroutines blocked in channel operations: see the ChannelsAndSelect and Cancellation
+/// articles (<doc:ChannelsAndSelect>, <doc:Cancellation>).
 @Suite("Channel cancellation")
 struct ChannelCancellationTests {
     @Test("a cancelled blocked receiver throws CancellationError and never consumes a later value",
@@ -110,7 +111,7 @@ struct ChannelCancellationTests {
         #expect(count == 1)
     }
 
-    // MARK: §4.4 race rule
+    // MARK: The race between completion and cancellation (<doc:Cancellation>)
 
     @Test("a receive a peer already completed returns the value; the cancellation hits the next suspending call",
           arguments: TestCapacity.allCases)

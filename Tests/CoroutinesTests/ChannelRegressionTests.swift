@@ -68,7 +68,8 @@ struct ChannelRegressionTests {
         #expect(outcome == "timedOut")
     }
 
-    @Test("a receive that completed as its timeout fired still returns its value (SPEC §4.4)")
+    /// The race between completion and a timeout, as <doc:Cancellation> states it.
+    @Test("a receive that completed as its timeout fired still returns its value")
     func completedReceiveInExpiredScopeKeepsItsValue() async throws {
         // The value is handed over before the scope's deadline passes; the body then spins past
         // the deadline without suspending: withTimeout returns the value.

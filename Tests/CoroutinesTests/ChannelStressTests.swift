@@ -6,8 +6,9 @@ import Testing
 private typealias Kit = CoroutineTestKit
 private typealias CK = ChannelTestKit
 
-/// SPEC §6.2, §6.3, §6.4, §6.5, §6.7 under load across several schedulers. The suite names contain
-/// "Stress" so CI also runs them under ThreadSanitizer.
+/// FIFO order, closing, trySend/tryReceive, cancellation and hand-off (<doc:ChannelsAndSelect>)
+/// under load across several schedulers. The suite names contain "Stress" so CI also runs them
+/// under ThreadSanitizer.
 @Suite("Channel Stress")
 struct ChannelStressTests {
     @Test("many producers × many consumers on 4 schedulers: every value received exactly once, per-producer order kept",

@@ -116,9 +116,9 @@ enum TestCapacity: Sendable, CustomTestStringConvertible, CaseIterable {
     static let bounded: [TestCapacity] = [.rendezvous, .one, .five]
 }
 
-// MARK: - §6.1, §6.2 capacity and FIFO
+// MARK: - Capacity and FIFO
 
-/// SPEC §6.1–§6.4: basic channel semantics.
+/// Basic channel semantics, as the ChannelsAndSelect article states them (<doc:ChannelsAndSelect>).
 @Suite("Channel basics")
 struct ChannelBasicTests {
     @Test("one sender's values arrive in FIFO order at every capacity from 0 to 20", arguments: 0...20)
@@ -224,7 +224,8 @@ struct ChannelBasicTests {
             // When a value is sent.
             try ch.send("hello")
             log.append("send returned")
-            // Then the receiver got it, but runs only once the sender suspends (§4.3).
+            // Then the receiver got it, but runs only once the sender suspends (the wake-up
+            // order of <doc:CoroutineLifecycle>).
             try receiver.join()
             return log.all
         }
@@ -350,7 +351,7 @@ struct ChannelBasicTests {
         #expect(line?.contains("channel") == true, "dump: \(dump)")
     }
 
-    // MARK: - §6.4 trySend / tryReceive
+    // MARK: - trySend / tryReceive
 
     @Test("trySend and tryReceive on a buffered channel")
     func tryOnBuffered() throws {
@@ -456,7 +457,7 @@ struct ChannelBasicTests {
         }
     }
 
-    // MARK: - §6.3 close
+    // MARK: - close
 
     @Test("after close, buffered values drain, then receive and tryReceive throw closed at once, forever")
     func closeDrainsThenThrows() async throws {
@@ -675,7 +676,7 @@ struct ChannelBasicTests {
         #expect(count == 2)
     }
 
-    // MARK: - §15 misuse
+    // MARK: - Misuse (<doc:BadInputAndMisuse>)
 
     @Test("send, receive and select outside a coroutine throw notInCoroutine, never block, consume nothing")
     func suspendingCallsOutsideCoroutine() async throws {
@@ -717,7 +718,7 @@ struct ChannelBasicTests {
         #expect(ch.count == 0)
     }
 
-    // MARK: - §11 async bridges
+    // MARK: - Async bridges (<doc:CoroutinesAndSwiftConcurrency>)
 
     @Test("async send and receive from a Task pair with coroutines")
     func asyncOverloads() async throws {

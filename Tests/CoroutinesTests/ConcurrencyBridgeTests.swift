@@ -5,9 +5,10 @@ import Foundation
 import Synchronization
 import Testing
 
-// SPEC §11: `promise.value`, `coroutine.join() async`, `Coroutine.await { … }`, and the §3/§15
-// rule that suspending calls outside a coroutine throw `notInCoroutine`. Helpers live at the
-// bottom of PromiseTests.swift.
+// `promise.value`, `coroutine.join() async`, `Coroutine.await { … }` (see the
+// CoroutinesAndSwiftConcurrency article, <doc:CoroutinesAndSwiftConcurrency>), and the rule that
+// suspending calls outside a coroutine throw `notInCoroutine` (<doc:BadInputAndMisuse>). Helpers
+// live at the bottom of PromiseTests.swift.
 
 @Suite("Promise.value from async code")
 struct PromiseValueBridgeTests {

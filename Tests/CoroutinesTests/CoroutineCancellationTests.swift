@@ -9,14 +9,14 @@ import Glibc
 
 private typealias Kit = CoroutineTestKit
 
-/// The suspending operations a coroutine can be cancelled in (SPEC §4.4).
+/// The suspending operations a coroutine can be cancelled in (see <doc:Cancellation>).
 enum SuspendingOperation: String, CaseIterable, Sendable, CustomTestStringConvertible {
     case delay, promiseAwait, join, withTimeout, waitUntilReadable, waitUntilWritable, coroutineAwait
 
     var testDescription: String { rawValue }
 }
 
-/// SPEC §4.4: cancellation.
+/// Cancellation, as the Cancellation article states it (<doc:Cancellation>).
 @Suite("Cancelling coroutines")
 struct CoroutineCancellationTests {
     /// Suspends a coroutine in `operation` (with nothing that would complete it), cancels it,

@@ -7,7 +7,8 @@ private typealias Kit = CoroutineTestKit
 
 private struct Boom: Error, Equatable { var code: Int }
 
-/// SPEC §4.5 and §4.6: joining, errors kept in `error`, and unobserved errors.
+/// Joining, errors kept in `error`, and unobserved errors: see the CoroutineLifecycle article
+/// (<doc:CoroutineLifecycle>).
 @Suite("Joining coroutines")
 struct CoroutineJoinTests {
     @Test("every one of several joiners is woken, in the order they joined, when the target throws")
@@ -115,8 +116,8 @@ struct CoroutineJoinTests {
     }
 }
 
-/// SPEC §4.5: the global `unobservedErrorHandler`. Serialized because the handler is global; each
-/// test counts only calls for its own coroutines (other suites may run meanwhile).
+/// The global `unobservedErrorHandler` (<doc:CoroutineLifecycle>). Serialized because the handler
+/// is global; each test counts only calls for its own coroutines (other suites may run meanwhile).
 @Suite("Unobserved errors", .serialized)
 struct UnobservedErrorTests {
     /// Installs a handler recording calls for coroutines whose name starts with `prefix`, runs

@@ -6,7 +6,8 @@ import Testing
 
 private typealias Kit = CoroutineTestKit
 
-/// SPEC §4.1–§4.3 and §4.5: where and in which order coroutines run, and what they return.
+/// Where and in which order coroutines run, and what they return: see the CoroutineLifecycle
+/// article (<doc:CoroutineLifecycle>).
 @Suite("Launching coroutines")
 struct CoroutineLaunchTests {
     @Test("launch never runs the body inline")
@@ -70,9 +71,10 @@ struct CoroutineLaunchTests {
         let log = Kit.Log<String>()
         let deadlines = Kit.Log<(String, UInt64)>()
         try await Kit.run {
-            // The seed scenario of SPEC §12.1, scaled down. Each delayed coroutine records its
-            // deadline as it starts waiting: on a heavily loaded machine the scheduler thread
-            // can be preempted between the two, and then the deadlines themselves swap.
+            // The launch-order example of the CoroutineLifecycle article
+            // (<doc:CoroutineLifecycle>), scaled down. Each delayed coroutine records its deadline
+            // as it starts waiting: on a heavily loaded machine the scheduler thread can be
+            // preempted between the two, and then the deadlines themselves swap.
             Coroutine.launch { log.append("1") }
             Coroutine.launch {
                 deadlines.append(("2", ccoro_now_ns() + 300_000_000))

@@ -53,7 +53,8 @@ private func attemptSuspendingCalls(joining target: Coroutine, pipe: (read: Int3
     return outcomes
 }
 
-/// SPEC §15 and §4.9: misuse is reported with errors, never crashes or blocks.
+/// Misuse is reported with errors, never crashes or blocks: see the BadInputAndMisuse and
+/// BlockingAndStopping articles (<doc:BadInputAndMisuse>, <doc:BlockingAndStopping>).
 @Suite("Misuse of coroutine operations")
 struct CoroutineMisuseTests {
     @Test("every suspending call outside a coroutine throws notInCoroutine at once",

@@ -12,7 +12,8 @@ private typealias Kit = CoroutineTestKit
 /// The armed timers of the scheduler running the calling coroutine (read on its own thread).
 private func armedTimers() -> Int { Coroutine.current!.scheduler.timers.count }
 
-/// SPEC §4.7 and §4.8: delay and withTimeout, and that their timers are released.
+/// delay and withTimeout, and that their timers are released: see the DelaysAndTimeouts article
+/// (<doc:DelaysAndTimeouts>).
 @Suite("Delays and timeouts")
 struct CoroutineTimeoutTests {
     @Test("delay with a duration of zero or less behaves as yield")

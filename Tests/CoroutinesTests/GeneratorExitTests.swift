@@ -6,7 +6,8 @@ import Testing
 
 private struct BodyFailure: Error {}
 
-/// SPEC §8.2, §8.4, §8.5 and §15: generator traps and stack accounting, each in a child process.
+/// Generator traps and stack accounting, each in a child process: see the Generators and
+/// BadInputAndMisuse articles (<doc:Generators>, <doc:BadInputAndMisuse>).
 @Suite("Generators, in a child process", .serialized, .enabled(if: CoroutineTestKit.exitTestsEnabled))
 struct GeneratorExitTests {
     @Test("next() from inside the generator's own body traps with 'generator already running'")

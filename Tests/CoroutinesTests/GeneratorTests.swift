@@ -46,10 +46,10 @@ final class GeneratorHolder<Element> {
     weak var generator: Generator<Element>?
 }
 
-/// SPEC §8.1–§8.5: generators.
+/// Generators, as the Generators article states them (<doc:Generators>).
 @Suite("Generators")
 struct GeneratorTests {
-    // MARK: §8.1 laziness and stepping
+    // MARK: Laziness and stepping
 
     @Test("nothing runs before the first next()")
     func lazyStart() {
@@ -119,7 +119,7 @@ struct GeneratorTests {
         #expect(Array(g) == ["A", "B", "C"])
     }
 
-    // MARK: §8.3 exhaustion and errors
+    // MARK: Exhaustion and errors
 
     @Test("after the body returns, next() returns nil forever and the body ran once")
     func exhaustionIsIdempotent() {
@@ -161,7 +161,7 @@ struct GeneratorTests {
         #expect(g.error as? BodyError == BodyError(code: 1))
     }
 
-    // MARK: §8.4 cancellation and release
+    // MARK: Cancellation and release
 
     @Test("cancel() of a suspended body: the pending yield throws, defer runs exactly once")
     func cancelUnwinds() {
@@ -289,7 +289,7 @@ struct GeneratorTests {
         #expect(defers == 200)
     }
 
-    // MARK: Threads and coroutines (§8.2)
+    // MARK: Threads and coroutines
 
     @Test("a generator works on a plain thread that is not a scheduler thread")
     func plainThread() async throws {

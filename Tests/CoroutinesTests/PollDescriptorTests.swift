@@ -107,7 +107,9 @@ struct PollDescriptorTests {
         }
     }
 
-    @Test("an edge delivered after a cancellation claimed the waiter is remembered for the next wait (SPEC §4.4)")
+    /// The race between readiness and cancellation (<doc:Cancellation>): the edge that loses it
+    /// is remembered, as <doc:WaitingForDescriptors> says of the sockets' registrations.
+    @Test("an edge delivered after a cancellation claimed the waiter is remembered for the next wait")
     func edgeLosingTheClaimIsRemembered() async throws {
         let pipe = try Kit.makePipe()
         defer { close(pipe.read); close(pipe.write) }

@@ -6,7 +6,8 @@ import Testing
 private typealias Kit = CoroutineTestKit
 private typealias CK = ChannelTestKit
 
-/// SPEC §8.6: `Coroutine.produce`.
+/// `Coroutine.produce`: see the Producers section of the ChannelsAndSelect article
+/// (<doc:ChannelsAndSelect>).
 @Suite("Coroutine.produce")
 struct ProduceTests {
     @Test("the channel delivers the body's values in order and closes when the body returns")

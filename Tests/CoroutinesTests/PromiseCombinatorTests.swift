@@ -4,8 +4,9 @@ import Foundation
 import Synchronization
 import Testing
 
-// SPEC §5.3 (then, catch, recover, always, all, race, timeout) and the §15 rows for
-// `race([])` / `all([])`. Helpers live at the bottom of PromiseTests.swift.
+// then, catch, recover, always, all, race and timeout (see the Promises article, <doc:Promises>),
+// and `race([])` / `all([])` (<doc:BadInputAndMisuse>). Helpers live at the bottom of
+// PromiseTests.swift.
 
 @Suite("Promise chaining")
 struct PromiseChainingTests {

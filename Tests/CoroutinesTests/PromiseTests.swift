@@ -5,11 +5,12 @@ import Foundation
 import Synchronization
 import Testing
 
-// SPEC §5.1, §5.2, §5.4, §5.5: settlement, observers, await inside coroutines, cancellation.
-// Combinators (§5.3) are in PromiseCombinatorTests.swift; Swift-concurrency bridges (§11) in
-// ConcurrencyBridgeTests.swift. The helpers at the bottom of this file are shared by all three.
+// Settlement, observers, await inside coroutines and cancellation, as the Promises article states
+// them (<doc:Promises>). Combinators are in PromiseCombinatorTests.swift; Swift-concurrency bridges
+// (<doc:CoroutinesAndSwiftConcurrency>) in ConcurrencyBridgeTests.swift. The helpers at the bottom
+// of this file are shared by all three.
 
-// MARK: - §5.1 First settlement wins
+// MARK: - First settlement wins
 
 @Suite("Promise settlement")
 struct PromiseSettlementTests {
@@ -94,7 +95,7 @@ struct PromiseSettlementTests {
     }
 }
 
-// MARK: - §5.2 Observers
+// MARK: - Observers
 
 @Suite("Promise observers")
 struct PromiseObserverTests {
@@ -267,7 +268,7 @@ struct PromiseObserverTests {
     }
 }
 
-// MARK: - §5.4 Await inside coroutines
+// MARK: - Await inside coroutines
 
 @Suite("Promise await in coroutines")
 struct PromiseAwaitTests {
@@ -358,7 +359,7 @@ struct PromiseAwaitTests {
     }
 }
 
-// MARK: - §5.5 Cancellation
+// MARK: - Cancellation
 
 @Suite("Promise cancellation")
 struct PromiseCancellationTests {

@@ -66,7 +66,8 @@ struct Review12BreakTests {
             }
         }
         #expect(thrown == "Boom")
-        // §4.9: "if the body throws, the coroutines still on that scheduler are cancelled".
+        // The BlockingAndStopping article (<doc:BlockingAndStopping>): if the body throws, every
+        // coroutine still on that scheduler is cancelled.
         #expect(ran.value == 0, "the child's body ran after runBlocking's body threw")
         #expect(Self.describe(try #require(child.value).result) == "cancelled")
     }

@@ -12,7 +12,9 @@ private typealias Kit = CoroutineTestKit
 
 private struct Refused: Error, Equatable { let index: Int }
 
-/// SPEC §2.1, §4.10 and §15: schedulers, their threads, stopping, and scheduler pools.
+/// Schedulers, their threads, stopping, and scheduler pools: see the
+/// ThreadsSchedulersAndCoroutines, BlockingAndStopping and BadInputAndMisuse articles
+/// (<doc:ThreadsSchedulersAndCoroutines>, <doc:BlockingAndStopping>, <doc:BadInputAndMisuse>).
 @Suite("Schedulers", .serialized)
 struct SchedulerTests {
     // MARK: Stopping

@@ -20,7 +20,7 @@ private final class Token: Sendable {
 private struct BuildFailed: Error {}
 
 /// How select keeps its cases: on the coroutine's stack for a few small cases, on the heap
-/// beyond that (SPEC §6.6 semantics must not depend on which).
+/// beyond that (the rules of `select` in <doc:ChannelsAndSelect> must not depend on which).
 @Suite("Select case storage")
 struct SelectStorageTests {
     @Test("a channel's lock address, through which select locks it, lies inside the channel object at one offset for every element type")

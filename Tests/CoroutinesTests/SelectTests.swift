@@ -7,7 +7,7 @@ import Testing
 private typealias Kit = CoroutineTestKit
 private typealias CK = ChannelTestKit
 
-/// SPEC §6.6: select.
+/// `select`, as the ChannelsAndSelect article states it (<doc:ChannelsAndSelect>).
 @Suite("Select")
 struct SelectTests {
     // MARK: Basics

@@ -36,7 +36,8 @@ func modify(_ x: inout Int, suspendingFor duration: Duration) throws {
     x += 10
 }
 
-/// SPEC §2.2 and §15: stack sizes, guard regions, pooling, slab stacks, exclusivity.
+/// Stack sizes, guard regions, pooling, slab stacks, exclusivity: see the Stacks and
+/// BadInputAndMisuse articles (<doc:Stacks>, <doc:BadInputAndMisuse>).
 @Suite("Coroutine stacks")
 struct StackTests {
     // MARK: Sizes

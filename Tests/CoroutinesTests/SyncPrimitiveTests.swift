@@ -17,7 +17,7 @@ private final class Unprotected: @unchecked Sendable {
 
 // MARK: - CoroutineMutex
 
-/// SPEC §6.8: `CoroutineMutex`.
+/// `CoroutineMutex`, as <doc:MutexSemaphoreAndWaitGroup> states it.
 @Suite("CoroutineMutex")
 struct SyncPrimitiveMutexTests {
     @Test("mutual exclusion across 1,000 coroutines on 4 schedulers, holding the lock across suspensions")
@@ -181,7 +181,7 @@ extension ChannelExitTests {
 
 // MARK: - CoroutineSemaphore
 
-/// SPEC §6.8: `CoroutineSemaphore`.
+/// `CoroutineSemaphore`, as <doc:MutexSemaphoreAndWaitGroup> states it.
 @Suite("CoroutineSemaphore")
 struct SyncPrimitiveSemaphoreTests {
     @Test("the number of holders never exceeds the permits, across 4 schedulers", arguments: [1, 3])
@@ -295,7 +295,7 @@ struct SyncPrimitiveSemaphoreTests {
 
 // MARK: - WaitGroup
 
-/// SPEC §6.8: `WaitGroup`.
+/// `WaitGroup`, as <doc:MutexSemaphoreAndWaitGroup> states it.
 @Suite("WaitGroup")
 struct SyncPrimitiveWaitGroupTests {
     @Test("wait returns for every waiter once the count reaches zero, and not before")

@@ -1,5 +1,5 @@
 /// An actor in the Erlang/Akka style: a coroutine that handles messages from its ``Mailbox`` one
-/// at a time and answers each sender through a promise (SPEC §9).
+/// at a time and answers each sender through a promise (see <doc:Actors>).
 ///
 /// ```swift
 /// enum CounterMessage: Sendable { case add(Int), get }

@@ -1,14 +1,14 @@
 import Dispatch
 import Synchronization
 
-/// Channels from Swift concurrency (SPEC §11).
+/// Channels from Swift concurrency (see <doc:CoroutinesAndSwiftConcurrency>).
 extension Channel {
     /// Sends `value` from async code, suspending the calling task (not a thread) until it is
     /// taken or buffered.
     ///
     /// The send runs in a coroutine on a pool scheduler. Cancelling the task cancels that
     /// coroutine: if the value was not delivered yet, it never will be and this throws
-    /// `CancellationError`; if it was, this returns normally (SPEC §4.4).
+    /// `CancellationError`; if it was, this returns normally (see <doc:Cancellation>).
     /// - Throws: ``ChannelError/closed``, or `CancellationError`.
     /// - Suspends: the calling task.
     public func send(_ value: Element) async throws {
@@ -40,7 +40,7 @@ extension Channel {
         /// Creates the iterator. O(1).
         public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(channel: channel) }
 
-        /// Receives with ``Channel/receive()-(async)``; nil once closed and drained.
+        /// Receives with ``Channel/receive()-7wld3``; nil once closed and drained.
         public struct AsyncIterator: AsyncIteratorProtocol {
             let channel: Channel<Element>
 

@@ -16,7 +16,7 @@ extension Channel: Sequence {
     /// expires — the next suspending call then throws. Calling it outside a coroutine is a
     /// programming error and traps, naming the alternatives (`try receive()`, ``elements``).
     ///
-    /// - Suspends: in `next()`, like ``receive()``; resumes on the coroutine's own scheduler.
+    /// - Suspends: in `next()`, like ``receive()-2r6wf``; resumes on the coroutine's own scheduler.
     public struct Iterator: IteratorProtocol {
         @usableFromInline let channel: Channel<Element>
 

@@ -5,7 +5,8 @@ import CCoroutines
 /// coroutines after releasing the lock. The public members in `Channel.swift` call these.
 ///
 /// - Thread-safety: `state` is guarded by `lock`. Coroutines are only ever made ready after the
-///   lock is released, and never resumed inside the caller (SPEC §4.3).
+///   lock is released, and never resumed inside the caller (the wake-up order of
+///   <doc:CoroutineLifecycle>).
 extension Channel {
     // MARK: Suspending operations
 
@@ -77,7 +78,8 @@ extension Channel {
                 try suspendWaiting(c, asSender: false, element: UnsafeMutableRawPointer(slot), outcome: outcome)
             }
             // A completed wake: the claimer either initialised the slot or marked the outcome
-            // closed (SPEC §4.4: the operation completed, so it returns normally).
+            // closed (the operation completed, so it returns normally: the race rule of the
+            // Cancellation article, <doc:Cancellation>).
             if outcome.closed { throw closedReceiveError }
             precondition(outcome.caseIndex == 0, "internal inconsistency: a channel receiver was woken without a value")
             return slot.move()

@@ -7,7 +7,8 @@
 /// Coroutine.launch { for value in results { print(value) } }   // 0, 1, 2, then the loop ends
 /// ```
 ///
-/// ## Semantics (SPEC §6)
+/// ## Semantics
+/// The full rules are in <doc:ChannelsAndSelect>.
 /// - Capacity 0 is a rendezvous: a send completes only when a receiver takes the value. Capacity
 ///   n buffers n values; ``Capacity/unbounded`` never blocks a sender.
 /// - FIFO everywhere: buffered values, blocked senders, blocked receivers.
@@ -17,7 +18,8 @@
 ///   values are never delivered.
 /// - Cancelling a blocked coroutine withdraws it: its value is never delivered later and it
 ///   never consumes a later value. If a peer completed the operation first, the operation
-///   returns normally and the cancellation is seen at the next suspending call (SPEC §4.4).
+///   returns normally and the cancellation is seen at the next suspending call (see
+///   <doc:Cancellation>).
 ///
 /// ## Threading
 /// Every member is thread-safe; senders and receivers may run on different schedulers. A value
@@ -34,7 +36,7 @@ public final class Channel<Element: Sendable>: @unchecked Sendable {
     //
     // Thread-safety: `state` is guarded by `lock` (hence `@unchecked Sendable`). Coroutines are
     // only ever made ready after the lock is released, and never resumed inside the caller
-    // (SPEC §4.3).
+    // (the wake-up order of the CoroutineLifecycle article, <doc:CoroutineLifecycle>).
 
     /// Guards `state`. Taken alone by the channel operations, and with the other channels of a
     /// `select` in address order (through ``lockAddress``).

@@ -1,6 +1,6 @@
-/// The state of one channel and its transitions, as a pure struct (SPEC §6; Go runtime
-/// `chan.go`). The ``Channel`` holds it with the lock that guards it, and wakes coroutines after
-/// unlocking (`Channel+Storage.swift`).
+/// The state of one channel and its transitions, as a pure struct (<doc:ChannelsAndSelect>; Go
+/// runtime `chan.go`). The ``Channel`` holds it with the lock that guards it, and wakes coroutines
+/// after unlocking (`Channel+Storage.swift`).
 ///
 /// ## Invariants (checked in debug builds)
 /// - `buffer.count <= capacity`.
@@ -15,7 +15,7 @@
 /// Every transition that hands a value to or takes one from a waiter first claims the waiter's
 /// ticket (`tryClaim`): a waiter that was cancelled, timed out, or whose `select` already won
 /// elsewhere fails the claim and is dropped, so a value is never given to, or taken from, a wait
-/// that has ended (SPEC §4.4, §6.5).
+/// that has ended (see <doc:Cancellation> and <doc:ChannelsAndSelect>).
 @usableFromInline
 struct ChannelStateMachine<Element> {
     @usableFromInline var buffer: RingBuffer<Element>

@@ -24,11 +24,11 @@ struct WaitOutcome {
 /// withdraws it under the channel's lock; `close` pops every record.
 ///
 /// The value moves through raw pointers into the waiting coroutine's stack, as in Go: a sender's
-/// `element` points at the value to deliver (an initialised `Element`, copied out), a receiver's
-/// at uninitialised memory for one `Element`, which the claimer initialises. Only the waker that
-/// wins ``tryClaim()`` touches them, under the channel's lock, so the hand-off and the
-/// state change are one atomic step (SPEC §6.7). A `select` publishes one record per case, all
-/// with the same coroutine and epoch, so exactly one case wins.
+/// `element` points at the value to deliver (an initialised `Element`, copied out), a receiver's at
+/// uninitialised memory for one `Element`, which the claimer initialises. Only the waker that wins
+/// ``tryClaim()`` touches them, under the channel's lock, so the hand-off and the state change are
+/// one atomic step (<doc:ChannelsAndSelect>). A `select` publishes one record per case, all with
+/// the same coroutine and epoch, so exactly one case wins.
 ///
 /// The record refers to its coroutine without retaining it: it is reachable from a queue only
 /// while that coroutine is suspended in the operation that queued it, and a suspended coroutine

@@ -140,8 +140,8 @@ func generatorIsOnOwnStack(_ f: UnsafeMutablePointer<GeneratorFrame>) -> Bool {
     return f.pointee.machine.phase == .running && here >= f.pointee.stackLow && here < f.pointee.stackHigh
 }
 
-/// Reports a release of a suspended generator on a thread other than its own (SPEC §8.2): its
-/// stack cannot be unwound from here, so it is leaked. Printed once per process.
+/// Reports a release of a suspended generator on a thread other than its own (<doc:Generators>):
+/// its stack cannot be unwound from here, so it is leaked. Printed once per process.
 func generatorReportForeignRelease() {
     if foreignReleaseReported.exchange(true, ordering: .relaxed) { return }
     let line = "swift-coroutines: a suspended generator was released on a thread other than the one it runs on; its stack is leaked (reported once)\n"

@@ -25,9 +25,9 @@ import CCoroutines
 /// A generator is confined to one thread and is not `Sendable`. Any code may drive it — inside or
 /// outside a coroutine, on a scheduler thread or a plain thread — but once the body has started,
 /// `next()`, ``cancel()`` and the final release must happen on the thread of the first `next()`:
-/// `next()` on another thread traps with "generator resumed on a different thread" (a stack
-/// never migrates between threads, SPEC §2.1); a release on another thread leaks the stack and
-/// reports it on stderr (once per process).
+/// `next()` on another thread traps with "generator resumed on a different thread" (a stack never
+/// migrates between threads: <doc:ThreadsSchedulersAndCoroutines>); a release on another thread
+/// leaks the stack and reports it on stderr (once per process).
 ///
 /// ## Inside a coroutine
 /// The body runs on behalf of whoever called `next()`. Called from a coroutine, the body sees
@@ -42,12 +42,12 @@ import CCoroutines
 /// pending `yield` throwing `CancellationError`, so `defer` blocks run and the stack goes back to
 /// the pool. Every later `yield` throws at once without switching, so a body inside a callback
 /// that cannot throw simply runs on to its end; more than 1,000 such yields trap with "generator
-/// body ignores cancellation" (SPEC §8.4).
+/// body ignores cancellation" (see <doc:Generators>).
 ///
 /// ## Design
 /// The shape is coobjc's `COGenerator` (a coroutine resumed by `next`) and Python's generators
 /// (lazy, single-pass, `close()` raises inside the body so `finally` runs); the stack is one of
-/// the runtime's pooled guarded stacks (SPEC §2.2).
+/// the runtime's pooled guarded stacks (see <doc:Stacks>).
 public final class Generator<Element>: Sequence, IteratorProtocol {
     /// The switching state, in manually allocated memory (see `GeneratorFrame`).
     @usableFromInline let frame: UnsafeMutablePointer<GeneratorFrame>

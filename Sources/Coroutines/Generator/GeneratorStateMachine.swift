@@ -1,7 +1,7 @@
 /// The life of one generator as a pure, synchronous state machine (no switching, no locks).
 ///
 /// One `mutating func` per event; each returns what the caller must do. Confined to the
-/// generator's thread (SPEC §8.2), so it needs no synchronisation.
+/// generator's thread (see <doc:Generators>), so it needs no synchronisation.
 ///
 /// Invariants:
 /// * `phase == .running` exactly while control is on the generator's stack (or the body's
@@ -13,7 +13,8 @@
 struct GeneratorStateMachine {
     @usableFromInline
     enum Phase: UInt8 {
-        /// Created; the body has not started (SPEC §8.1: nothing runs before the first `next()`).
+        /// Created; the body has not started (nothing runs before the first `next()`:
+        /// <doc:Generators>).
         case created
         /// The body waits in a `yield` on its own stack.
         case suspended
@@ -47,7 +48,8 @@ struct GeneratorStateMachine {
         case unwind
     }
 
-    /// More yields than this after cancellation trap with "generator body ignores cancellation" (§8.4).
+    /// More yields than this after cancellation trap with "generator body ignores cancellation"
+    /// (<doc:Generators>).
     @usableFromInline static let ignoredCancellationLimit = 1_000
 
     @usableFromInline var phase = Phase.created

@@ -1,7 +1,7 @@
 import CCoroutines
 import Synchronization
 
-/// Chaining and combining promises (SPEC §5.2–5.3). Every observer runs once, as a job on the
+/// Chaining and combining promises (see <doc:Promises>). Every observer runs once, as a job on the
 /// scheduler current at registration (else a pool scheduler), outside any coroutine; it must not
 /// block or call suspending operations.
 extension Promise {

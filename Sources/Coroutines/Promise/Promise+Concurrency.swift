@@ -1,5 +1,5 @@
 import Synchronization
-/// Awaiting a promise from Swift concurrency (SPEC §11).
+/// Awaiting a promise from Swift concurrency (see <doc:CoroutinesAndSwiftConcurrency>).
 extension Promise {
     /// The promise's value, awaited by a Swift task.
     ///

@@ -5,7 +5,7 @@ import Synchronization
 /// A value that will be available later: fulfilled with a value or rejected with an error, once.
 ///
 /// Coroutines wait for it with ``await()``, async code with ``value``, and callbacks with
-/// ``then(_:)-(…)``, ``catch(_:)``, ``recover(_:)`` and ``always(_:)``.
+/// ``then(_:)-((Value)->U)``, ``catch(_:)``, ``recover(_:)`` and ``always(_:)``.
 ///
 /// ```swift
 /// let p = Promise<Int>()
@@ -17,7 +17,7 @@ import Synchronization
 /// Every member is thread-safe. Settlement and registration take one lock; waiters are resumed
 /// after it is released. Coroutines resume on their own scheduler; observers run as jobs on the
 /// scheduler current when they were registered (else a pool scheduler), never inside
-/// `fulfill`/`reject` (SPEC §5).
+/// `fulfill`/`reject` (see <doc:Promises>).
 public final class Promise<Value: Sendable>: @unchecked Sendable {
     /// Non-generic state (the value is type-erased), so that releasing a promise looks up no
     /// generic metadata.
@@ -147,7 +147,8 @@ public final class Promise<Value: Sendable>: @unchecked Sendable {
         let outcome: PromiseOutcome = try Coroutine.withCurrent { c in
             // A promise already settled (a coroutine collecting its children's results) is read
             // with one lock round and no waiter: no ticket, no armed epoch. The interrupt check
-            // still comes first, as for any suspending call (SPEC §4.4).
+            // still comes first, as for any suspending call (see the Cancellation article,
+            // <doc:Cancellation>).
             try c.checkInterrupts()
             if let o = withState({ $0.outcome }) { return o }
             try c.wait(.promise, register: { ticket in

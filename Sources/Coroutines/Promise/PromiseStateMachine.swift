@@ -68,7 +68,8 @@ final class ValueBox<Value> {
 /// The pure state of a promise: pending with waiters, or settled with an outcome.
 ///
 /// Invariants:
-/// * `outcome == nil` ⇔ pending; once set it never changes (first settlement wins, SPEC §5.1).
+/// * `outcome == nil` ⇔ pending; once set it never changes (the first settlement wins:
+///   <doc:Promises>).
 /// * `coroutines`, `others` and `cancelHandlers` are empty once settled: settling hands every
 ///   waiter to the caller, which resumes them after releasing the lock.
 /// * `cancelHandlers` run at most once: they are handed out when the promise is cancelled, and a

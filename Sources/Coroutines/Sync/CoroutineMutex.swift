@@ -9,8 +9,9 @@ import Synchronization
 ///
 /// Waiters get the lock in FIFO order, handed over directly by `unlock()` (no barging). A waiting
 /// coroutine can be cancelled; if the lock was handed to it first, `lock()` returns normally and
-/// the coroutine owns it (SPEC §4.4). The lock may be held across suspensions (that is its
-/// purpose), and the owner may unlock it on any scheduler's coroutine only if it is the owner.
+/// the coroutine owns it (see <doc:MutexSemaphoreAndWaitGroup>). The lock may be held across
+/// suspensions (that is its purpose), and the owner may unlock it on any scheduler's coroutine only
+/// if it is the owner.
 ///
 /// - Thread-safety: every member is thread-safe. Unlocking from a coroutine that does not hold
 ///   the lock is a precondition failure; locking it again from its owner throws

@@ -10,7 +10,7 @@ import Synchronization
 ///
 /// Waiters get permits in FIFO order, handed over directly by `release()` (no barging). A waiting
 /// coroutine can be cancelled; if a permit was handed to it first, `acquire()` returns normally
-/// and the coroutine holds the permit (SPEC §4.4).
+/// and the coroutine holds the permit (see <doc:MutexSemaphoreAndWaitGroup>).
 ///
 /// - Thread-safety: every member is thread-safe. `release()` may be called from any thread; a
 ///   release without a matching acquire adds a permit (as `DispatchSemaphore.signal()`).
