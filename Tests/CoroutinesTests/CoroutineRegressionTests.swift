@@ -39,10 +39,10 @@ struct CoroutineRegressionTests {
     /// What it checks: `cancel()` walks the chain iteratively (a recursive walk overflowed the
     /// canceller's stack), and every generation unwinds. The limit only detects a hang: alone,
     /// the chain unwinds in about 0.2 s. In the full parallel suite on two cores, while other
-    /// tests start about a thousand threads and map and unmap thousands of stacks, it took up
-    /// to 22 s (issue 14): the 3,000 finishing coroutines give their stacks back, and those beyond
-    /// the stack cache are unmapped, one system call each, behind the kernel's per-process
-    /// mapping lock. So the limit is 120 s, and the watchdog lists what was still live.
+    /// tests start hundreds of threads and map and unmap thousands of stacks, it took over 20 s
+    /// (issue 14; a sample then showed scheduler threads waiting in `mmap` and on the stack
+    /// allocator's lock, and the chain's coroutines cancelled and queued but not yet run). So
+    /// the limit is 120 s, and the watchdog lists what was still live.
     @Test("cancelling the root of a 3,000-generation chain of children cancels them all without overflowing")
     func deepCancellationChain() async throws {
         let depth = 3_000
