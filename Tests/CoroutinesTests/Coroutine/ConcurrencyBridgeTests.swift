@@ -8,7 +8,7 @@ import Testing
 // `promise.value`, `coroutine.join() async`, `Coroutine.await { … }` (see the
 // CoroutinesAndSwiftConcurrency article, <doc:CoroutinesAndSwiftConcurrency>), and the rule that
 // suspending calls outside a coroutine throw `notInCoroutine` (<doc:BadInputAndMisuse>). Helpers
-// live at the bottom of PromiseTests.swift.
+// live in Support/PromiseTestKit.swift.
 
 @Suite("Promise.value from async code")
 struct PromiseValueBridgeTests {

@@ -7,8 +7,8 @@ private typealias Kit = CoroutineTestKit
 
 private struct Boom: Error, Equatable { var code: Int }
 
-/// Joining, errors kept in `error`, and unobserved errors: see the CoroutineLifecycle article
-/// (<doc:CoroutineLifecycle>).
+/// Joining, and errors kept in `error`: see the CoroutineLifecycle article (<doc:CoroutineLifecycle>).
+/// Unobserved errors are in UnobservedErrorTests.swift.
 @Suite("Joining coroutines")
 struct CoroutineJoinTests {
     @Test("every one of several joiners is woken, in the order they joined, when the target throws")
@@ -113,116 +113,5 @@ struct CoroutineJoinTests {
             try await c.join()
             #expect(c.error == nil)
         }
-    }
-}
-
-/// The global `unobservedErrorHandler` (<doc:CoroutineLifecycle>). Serialized because the handler
-/// is global; each test counts only calls for its own coroutines (other suites may run meanwhile).
-@Suite("Unobserved errors", .serialized)
-struct UnobservedErrorTests {
-    /// Installs a handler recording calls for coroutines whose name starts with `prefix`, runs
-    /// `body`, restores the previous handler and returns the recorded calls.
-    private func recordingUnobserved(prefix: String,
-                                     _ body: () async throws -> Void) async rethrows -> [(String, any Error)] {
-        let calls = Kit.Log<UncheckedPair>()
-        let previous = Coroutine.unobservedErrorHandler
-        Coroutine.unobservedErrorHandler = { c, e in
-            if let name = c.name, name.hasPrefix(prefix) { calls.append(UncheckedPair(name: name, error: e)) }
-            else { previous(c, e) }
-        }
-        defer { Coroutine.unobservedErrorHandler = previous }
-        try await body()
-        return calls.all.map { ($0.name, $0.error) }
-    }
-
-    private struct UncheckedPair: @unchecked Sendable { let name: String; let error: any Error }
-
-    @Test("an error of an un-joined launch is reported exactly once")
-    func reportedOnce() async throws {
-        let calls = try await recordingUnobserved(prefix: "unobserved-once") {
-            try await Kit.run {
-                _ = Coroutine.launch(name: "unobserved-once") { throw Boom(code: 9) }
-            }
-            // Coroutine.run returns once its scheduler drained, including the handler's job.
-        }
-        try #require(calls.count == 1)
-        #expect(calls[0].0 == "unobserved-once")
-        #expect(calls[0].1 as? Boom == Boom(code: 9))
-    }
-
-    @Test("the handler runs on the coroutine's scheduler thread, outside any coroutine")
-    func handlerContext() async throws {
-        let seen = Kit.Box<(Bool, Bool)?>(nil)
-        let previous = Coroutine.unobservedErrorHandler
-        let done = Promise<Void>()
-        Coroutine.unobservedErrorHandler = { c, e in
-            guard c.name == "unobserved-context" else { return previous(c, e) }
-            seen.value = (CoroutineScheduler.current === c.scheduler, Coroutine.current == nil)
-            done.fulfill(())
-        }
-        defer { Coroutine.unobservedErrorHandler = previous }
-        try await Kit.withScheduler("unobserved-context") { s in
-            Coroutine.launch(on: s, name: "unobserved-context") { throw Boom(code: 1) }
-            try await done.value
-        }
-        let (onScheduler, outsideCoroutine) = try #require(seen.value)
-        #expect(onScheduler)
-        #expect(outsideCoroutine)
-    }
-
-    @Test("CancellationError is not reported")
-    func cancellationNotReported() async throws {
-        let calls = try await recordingUnobserved(prefix: "unobserved-cancel") {
-            try await Kit.run {
-                Coroutine.launch(name: "unobserved-cancel-thrown") { throw CancellationError() }
-                let c = Coroutine.launch(name: "unobserved-cancel-cancelled") { try Coroutine.delay(.seconds(30)) }
-                try Coroutine.yield()
-                c.cancel()
-                let unstarted = Coroutine.launch(name: "unobserved-cancel-unstarted") {}
-                unstarted.cancel()
-            }
-        }
-        #expect(calls.isEmpty)
-    }
-
-    @Test("an error is not reported when a coroutine is joining")
-    func joinedNotReported() async throws {
-        let calls = try await recordingUnobserved(prefix: "unobserved-joined") {
-            try await Kit.run {
-                let c = Coroutine.launch(name: "unobserved-joined") { throw Boom(code: 2) }
-                try c.join()
-            }
-        }
-        #expect(calls.isEmpty)
-    }
-
-    @Test("an error is not reported when a Swift task is joining")
-    func asyncJoinedNotReported() async throws {
-        let calls = try await recordingUnobserved(prefix: "unobserved-task-joined") {
-            try await Kit.withScheduler("unobserved-task-joined") { s in
-                let gate = Promise<Void>()
-                let c = Coroutine.launch(on: s, name: "unobserved-task-joined") {
-                    try gate.await()
-                    throw Boom(code: 4)
-                }
-                async let joined: Void = c.join()
-                #expect(await Kit.eventually { c.withShared { $0.joiners.count } == 1 })
-                gate.fulfill(())
-                try await joined
-                // Flush the scheduler so a (wrong) report would have run.
-                _ = try await Kit.onSchedulerLoop(s) {}
-            }
-        }
-        #expect(calls.isEmpty)
-    }
-
-    @Test("errors of Coroutine.async are not reported (they reject the promise)")
-    func asyncNotReported() async throws {
-        let calls = try await recordingUnobserved(prefix: "unobserved-async") {
-            try await Kit.run {
-                _ = Coroutine.async(name: "unobserved-async") { () -> Int in throw Boom(code: 5) }
-            }
-        }
-        #expect(calls.isEmpty)
     }
 }

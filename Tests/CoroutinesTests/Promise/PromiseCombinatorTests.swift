@@ -5,8 +5,8 @@ import Synchronization
 import Testing
 
 // then, catch, recover, always, all, race and timeout (see the Promises article, <doc:Promises>),
-// and `race([])` / `all([])` (<doc:BadInputAndMisuse>). Helpers live at the bottom of
-// PromiseTests.swift.
+// and `race([])` / `all([])` (<doc:BadInputAndMisuse>). Helpers live in
+// Support/PromiseTestKit.swift.
 
 @Suite("Promise chaining")
 struct PromiseChainingTests {
