@@ -549,15 +549,6 @@ struct Review11BreakTests {
     }
 }
 
-extension Promise {
-    /// The settlement, awaited from a task.
-    fileprivate var valueResult: Result<Value, any Error> {
-        get async {
-            do { return .success(try await value) } catch { return .failure(error) }
-        }
-    }
-}
-
 extension Result {
     fileprivate var isSuccess: Bool { if case .success = self { true } else { false } }
 }

@@ -659,11 +659,3 @@ struct Review12BreakTests {
     }
 }
 
-extension Promise {
-    /// The settlement, awaited from a task.
-    fileprivate var valueResult: Result<Value, any Error> {
-        get async {
-            do { return .success(try await value) } catch { return .failure(error) }
-        }
-    }
-}

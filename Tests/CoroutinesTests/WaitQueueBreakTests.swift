@@ -6,21 +6,6 @@ import Testing
 private typealias Kit = CoroutineTestKit
 private typealias CK = ChannelTestKit
 
-/// Spins for a round-dependent number of iterations, so that two racing steps meet at varying
-/// offsets (not a stand-in for synchronisation: every outcome of the race is accepted and checked).
-@inline(never)
-private func jitter(_ n: Int) {
-    var x = 0
-    for i in 0..<(n % 64) * 16 { x &+= Kit.opaque(i) }
-    _ = Kit.opaque(x)
-}
-
-/// Busy-waits about `microseconds` (the race window of a test, not a wait for an event).
-private func spin(microseconds: Int) {
-    let end = ContinuousClock.now + .microseconds(microseconds)
-    while ContinuousClock.now < end {}
-}
-
 /// Adversarial tests for the intrusive channel wait queues (ChannelWaiter.swift): every waiter
 /// record lives on its coroutine's stack and must be unlinked before its frame ends. The channels
 /// live across rounds, so a record left linked by one round would be popped by a later round from
@@ -644,11 +629,3 @@ struct WaitQueueBreakTests {
     }
 }
 
-/// Writes a pattern over a large part of the calling coroutine's stack.
-@inline(never)
-private func scribble(_ seed: Int) {
-    withUnsafeTemporaryAllocation(of: Int.self, capacity: 8192) { buffer in
-        for i in buffer.indices { buffer[i] = seed &* 0x9E37_79B9 &+ i }
-        _ = Kit.opaque(buffer[Kit.opaque(17)])
-    }
-}

@@ -193,3 +193,54 @@ enum CoroutineTestKit {
         while chunk.withUnsafeMutableBytes({ write(fd, $0.baseAddress, $0.count) }) > 0 {}
     }
 }
+
+// MARK: - Coroutine.async launches and their outcomes
+
+extension CoroutineTestKit {
+    /// An error thrown on purpose, to tell it apart from the library's errors.
+    struct Boom: Error, Equatable {}
+
+    /// The same, numbered: which of many bodies threw it.
+    struct NumberedBoom: Error, Equatable { let n: Int }
+
+    /// The outcome of a promise as a short string, for comparisons: "pending", "value …",
+    /// "cancelled", "timedOut", "stopped" (`schedulerStopped`), "boom …" for ``Boom`` and
+    /// ``NumberedBoom`` (its number), "error …" for anything else.
+    static func describe<T>(_ r: Result<T, any Error>?) -> String {
+        switch r {
+        case nil: "pending"
+        case .success(let v): "value \(v)"
+        case .failure(let e) where e is CancellationError: "cancelled"
+        case .failure(CoroutineError.timedOut): "timedOut"
+        case .failure(CoroutineError.schedulerStopped): "stopped"
+        case .failure(let e as NumberedBoom): "boom \(e.n)"
+        case .failure(let e as Boom): "boom \(e)"
+        case .failure(let e): "error \(e)"
+        }
+    }
+
+    /// `Coroutine.async`, lazily created (name nil) or created at once (a name): everything must
+    /// look as if the coroutine had been created at launch, which is what the call with a `name:`
+    /// (never lazy) does, so several tests run both forms side by side.
+    static func spawn<T: Sendable>(eager: Bool, on s: CoroutineScheduler? = nil,
+                                   _ body: @escaping @Sendable () throws -> T) -> Promise<T> {
+        Coroutine.async(on: s, name: eager ? "eager" : nil, body)
+    }
+
+    /// A fan-out of `Coroutine.async` launches `depth` levels deep, `fan` at each level; returns
+    /// how many coroutines ran (111,111 for depth 5, fan 10).
+    static func tree(depth: Int, fan: Int) throws -> Int {
+        if depth == 0 { return 1 }
+        let ps = (0..<fan).map { _ in Coroutine.async { try tree(depth: depth - 1, fan: fan) } }
+        return try ps.reduce(1) { try $0 + $1.await() }
+    }
+}
+
+extension Promise {
+    /// The settlement, awaited from a task.
+    var valueResult: Result<Value, any Error> {
+        get async {
+            do { return .success(try await value) } catch { return .failure(error) }
+        }
+    }
+}
