@@ -5,6 +5,8 @@ import Foundation
 import Synchronization
 import Testing
 
+private typealias Kit = CoroutineTestKit
+
 // `promise.value`, `coroutine.join() async`, `Coroutine.await { … }` (see the
 // CoroutinesAndSwiftConcurrency article, <doc:CoroutinesAndSwiftConcurrency>), and the rule that
 // suspending calls outside a coroutine throw `notInCoroutine` (<doc:BadInputAndMisuse>). Helpers
@@ -303,6 +305,24 @@ struct CoroutineRunBridgeTests {
         // Then it had already ended, with the body's error
         #expect(endedInTime, "Coroutine.run did not return after its body threw")
         await #expect(throws: PromiseTestError.boom) { try await run.value }
+    }
+
+    /// Found in review 10 (the run queue holds no references to its coroutines).
+    @Test("a body that throws in runBlocking-style drive cancels queued unstarted coroutines; all freed")
+    func runErrorCancelsQueued() async throws {
+        struct Boom: Error {}
+        let weak = Kit.WeakCoroutines()
+        let ran = Kit.Counter()
+        await #expect(throws: Boom.self) {
+            try await Kit.run {
+                for _ in 0..<200 {
+                    weak.add(Coroutine.launch { ran.increment(); try Coroutine.yield() })
+                }
+                throw Boom()
+            }
+        }
+        #expect(ran.value == 0)
+        #expect(weak.alive == 0)
     }
 }
 

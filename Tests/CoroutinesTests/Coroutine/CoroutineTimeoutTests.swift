@@ -170,6 +170,74 @@ struct CoroutineTimeoutTests {
         #expect(elapsed < .seconds(10))
     }
 
+    /// Found in review 10 (a coroutine counts its expired timeout scopes).
+    @Test("nested withTimeout: inner expiry swallowed, outer keeps suspending; the count returns to zero")
+    func nestedTimeoutSwallowed() async throws {
+        let results = try await Kit.run { () -> [String] in
+            var log: [String] = []
+            let c = Coroutine.current!
+            let v: Int = try Coroutine.withTimeout(.seconds(30)) {
+                do {
+                    _ = try Coroutine.withTimeout(.zero) { () -> Int in
+                        do { try Coroutine.delay(.seconds(5)) } catch CoroutineError.timedOut { log.append("inner op timed out") }
+                        return 1
+                    }
+                } catch CoroutineError.timedOut {
+                    log.append("inner scope timed out")
+                }
+                log.append("count after inner \(c.expiredTimeoutScopes)")
+                try Coroutine.delay(.milliseconds(1))   // must not time out
+                try Coroutine.yield()
+                return 7
+            }
+            log.append("v \(v) count \(c.expiredTimeoutScopes)")
+            // A scope whose timer fires: removed after the body ended.
+            do {
+                try Coroutine.withTimeout(.milliseconds(2)) { try Coroutine.delay(.seconds(5)) }
+            } catch CoroutineError.timedOut { log.append("timer scope timed out") }
+            log.append("count \(c.expiredTimeoutScopes)")
+            // A scope that ends before its timer: the timer must never fire later.
+            _ = try Coroutine.withTimeout(.milliseconds(2)) { 1 }
+            try Coroutine.delay(.milliseconds(10))
+            log.append("late timer ignored, count \(c.expiredTimeoutScopes)")
+            // Both scopes expire.
+            do {
+                try Coroutine.withTimeout(.milliseconds(1)) {
+                    try Coroutine.withTimeout(.zero) {
+                        do { try Coroutine.delay(.seconds(5)) } catch {}
+                        try Coroutine.delay(.milliseconds(5))   // still expired: throws
+                    }
+                }
+            } catch CoroutineError.timedOut { log.append("both timed out") }
+            log.append("final count \(c.expiredTimeoutScopes)")
+            try Coroutine.delay(.milliseconds(1))
+            return log
+        }
+        #expect(results == [
+            "inner op timed out", "inner scope timed out", "count after inner 0", "v 7 count 0",
+            "timer scope timed out", "count 0", "late timer ignored, count 0", "both timed out", "final count 0",
+        ])
+    }
+
+    /// Found in review 10 (a coroutine counts its expired timeout scopes).
+    @Test("outer scope expires while an inner one runs: the inner rethrows, the outer reports, count back to zero")
+    func outerExpiresDuringInner() async throws {
+        let (outcome, count) = try await Kit.run { () -> (String, Int) in
+            let c = Coroutine.current!
+            do {
+                try Coroutine.withTimeout(.milliseconds(2)) {
+                    try Coroutine.withTimeout(.seconds(30)) { try Coroutine.delay(.seconds(5)) }
+                }
+                return ("returned", c.expiredTimeoutScopes)
+            } catch CoroutineError.timedOut {
+                try Coroutine.delay(.milliseconds(1))
+                return ("timedOut", c.expiredTimeoutScopes)
+            }
+        }
+        #expect(outcome == "timedOut")
+        #expect(count == 0)
+    }
+
     @Test("an expired timeout keeps interrupting later suspending calls until its scope ends")
     func expiredScopeKeepsInterrupting() async throws {
         let log = try await Kit.run { () -> [String] in

@@ -6,6 +6,12 @@ import Testing
 
 private typealias Kit = CoroutineTestKit
 
+/// Hands a generator from one coroutine to another.
+private final class GeneratorSlot: @unchecked Sendable { var g: Generator<Int>? }
+
+/// A weak reference to a coroutine, shared with the coroutines of a test.
+private final class WeakCoroutineRef: @unchecked Sendable { weak var c: Coroutine? }
+
 /// A non-throwing visitor API (like a parser delegate): the callback cannot throw.
 private func forEachSynchronously(_ range: Range<Int>, _ body: (Int) -> Void) {
     for i in range { body(i) }
@@ -501,5 +507,46 @@ struct GeneratorTests {
             for (k, g) in gs.enumerated() { #expect(g.next() == 16 * k + i) }
         }
         #expect(gs.allSatisfy { $0.next() == nil })
+    }
+
+    // MARK: Timeout scopes
+
+    /// Found in review 10 (a coroutine counts its expired timeout scopes).
+    @Test("a generator suspended inside withTimeout, resumed by another coroutine after its first host finished")
+    func generatorTimeoutScopeOutlivesHost() async throws {
+        try await Kit.withScheduler("r10-gen") { s in
+            let slot = GeneratorSlot()
+            let weak = WeakCoroutineRef()
+            func startHost(_ duration: Duration) async throws {
+                let h1 = Coroutine.launch(on: s) {
+                    let g = Generator<Int> { y in
+                        try Coroutine.withTimeout(duration) { try y(1); try y(2) }
+                    }
+                    _ = g.next()
+                    slot.g = g
+                }
+                weak.c = h1
+                try await h1.join()
+            }
+            for duration: Duration in [.seconds(30), .milliseconds(1)] {
+                try await startHost(duration)
+                // A job after the join runs after the loop reaped the finished host.
+                let aliveAfterReap = try await Kit.onSchedulerLoop(s) { weak.c != nil }
+                // The scope's bookkeeping (and, for the short one, its timer) refers to the first host.
+                #expect(aliveAfterReap, "the host was freed while a generator body was still inside its withTimeout scope")
+                let h2 = Coroutine.launch(on: s) {
+                    if duration < .seconds(1) { try Coroutine.delay(.milliseconds(5)) }   // the scope's timer fires
+                    let g = slot.g!
+                    slot.g = nil
+                    var got: [Int] = []
+                    while let v = g.next() { got.append(v) }
+                    #expect(got == [2])
+                    #expect(Coroutine.current!.expiredTimeoutScopes == 0)
+                }
+                try await h2.join()
+                #expect(h2.error == nil)
+                #expect(try await Kit.onSchedulerLoop(s) { weak.c == nil })
+            }
+        }
     }
 }

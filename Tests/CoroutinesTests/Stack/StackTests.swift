@@ -119,6 +119,56 @@ struct StackTests {
         #expect(size == 256 * 1024)
         #expect(sum == 100 * 1024)
     }
+
+    // MARK: Guard regions and canaries
+
+    /// Found in review 10 (coloured stacks).
+    @Test("guarded stacks of several sizes: guard >= 64 KiB, whole stack writable, top inside the mapping")
+    func guardedStacksGuardAndBounds() throws {
+        let page = Int(ccoro_page_size())
+        for size in [16 * 1024, 64 * 1024, 256 * 1024, 256 * 1024 + page, 1024 * 1024] {
+            var stacks = [ccoro_stack](repeating: ccoro_stack(), count: 40)
+            defer { for i in stacks.indices { ccoro_stack_unmap_guarded(&stacks[i]) } }
+            for i in stacks.indices { #expect(ccoro_stack_map_guarded(size, &stacks[i]) == 0) }
+            for s in stacks {
+                let m = Int(bitPattern: s.mapping), top = Int(bitPattern: s.top), base = Int(bitPattern: s.base)
+                #expect(Int(bitPattern: s.guard_lo) == m)
+                #expect(base - m >= Int(CCORO_GUARD_SIZE))
+                #expect(top - base == size && s.size == size)
+                #expect(top <= m + s.mapping_size)
+                #expect(top % page == 0 && base % page == 0)
+                // The whole usable stack is writable; release_memory leaves it usable.
+                memset(s.base, 0x5A, size)
+                ccoro_stack_release_memory([s])
+                #expect(s.base.load(as: UInt8.self) == 0)
+                memset(s.base, 0x5A, size)
+            }
+        }
+    }
+
+    /// Found in review 10 (coloured stacks).
+    @Test("slab slots: using a whole slot and releasing its memory leaves every canary intact")
+    func slabCanariesSurviveUseAndRelease() throws {
+        let count = 40
+        var slots = [ccoro_stack](repeating: ccoro_stack(), count: count)
+        #expect(ccoro_stack_map_slab(64 * 1024, count, &slots) == 0)
+        defer { munmap(slots[0].mapping, slots[0].mapping_size) }
+        for s in slots { ccoro_stack_arm_canary([s]) }
+        for (i, s) in slots.enumerated() {
+            // Every byte a coroutine may use: [base, top).
+            memset(s.base, 0xEE, Int(bitPattern: s.top) - Int(bitPattern: s.base))
+            #expect(slots.allSatisfy { ccoro_stack_canary_ok([$0]) != 0 }, "slot \(i) smashed a canary")
+            ccoro_stack_release_memory([s])
+            #expect(slots.allSatisfy { ccoro_stack_canary_ok([$0]) != 0 }, "releasing slot \(i) lost a canary")
+            if i > 0 {
+                // The canary sits just below the slot, in the top 64 bytes of the slot below.
+                let canary = Int(bitPattern: s.canary)
+                #expect(canary == Int(bitPattern: s.base) - 8)
+                #expect(canary >= Int(bitPattern: slots[i - 1].top))
+            }
+        }
+        #expect(Int(bitPattern: slots[count - 1].top) + 64 == Int(bitPattern: slots[0].mapping) + slots[0].mapping_size)
+    }
 }
 
 /// Checks that need a process of their own: traps (overflow, preconditions, exclusivity conflicts)
