@@ -127,4 +127,36 @@ struct ChannelWaitQueueStressTests {
             }
         }
     }
+
+    // MARK: Bridged (async) operations
+
+    /// Found in review 11 (a coroutine that never runs borrows its scheduler and tells its
+    /// unretained observers, a promise, channel or mailbox, exactly once).
+    @Test("async channel receives (bridge coroutines) cancelled at every moment: each task ends once, no value lost")
+    func bridgeCancelRaces() async throws {
+        let ch = Channel<Int>(capacity: .unbounded)
+        let sent = 300
+        for i in 0..<sent { try await ch.send(i) }
+        let got = Kit.Log<Int>()
+        let cancelled = Kit.Counter()
+        try await withThrowingTaskGroup(of: Void.self) { g in
+            for k in 0..<600 {
+                let task = Task {
+                    do { got.append(try await ch.receive()) } catch is CancellationError { cancelled.increment() }
+                }
+                g.addTask {
+                    for _ in 0..<(k % 9) * 30 { _ = Kit.opaque(0) }
+                    task.cancel()
+                    _ = await task.result
+                }
+            }
+            try await g.waitForAll()
+        }
+        _ = ch.close()
+        var rest: [Int] = []
+        while let v = try? ch.tryReceive() { rest.append(v) }   // nil or closed once drained
+        let all = got.all + rest
+        #expect(got.all.count + cancelled.value == 600)
+        #expect(all.sorted() == Array(0..<sent), "\(all.count) values of \(sent)")
+    }
 }

@@ -5,6 +5,8 @@ import Foundation
 import Synchronization
 import Testing
 
+private typealias Kit = CoroutineTestKit
+
 // Settlement, observers, await inside coroutines and cancellation, as the Promises article states
 // them (<doc:Promises>). Combinators are in PromiseCombinatorTests.swift; Swift-concurrency bridges
 // (<doc:CoroutinesAndSwiftConcurrency>) in ConcurrencyBridgeTests.swift. The helpers they share are
@@ -318,6 +320,40 @@ struct PromiseAwaitTests {
             }
         }
         #expect(outcome == "4, other")
+    }
+
+    /// Found in review 11 (`Promise.cancel` reaches the coroutine of a `Coroutine.async` through an
+    /// unretained link, and the await of a settled promise takes a fast path).
+    @Test("await of a settled promise still checks cancellation and an expired timeout first, and needs no suspension")
+    func settledAwaitChecksInterrupts() async throws {
+        let outcome = try await Kit.run { () -> [String] in
+            var log: [String] = []
+            let settled = Promise<Int>.fulfilled(7)
+            // No suspension: a ready coroutine queued behind this one does not run in between.
+            let flag = Atomic<Bool>(false)
+            Coroutine.launch { flag.store(true, ordering: .relaxed) }
+            for _ in 0..<100 { log.append("\(try settled.await())") }
+            log.append(flag.load(ordering: .relaxed) ? "other ran" : "no switch")
+            do {
+                _ = try Coroutine.withTimeout(.milliseconds(1)) { () throws -> Int in
+                    // The scope expires during the delay; its error is swallowed, so the await
+                    // of the settled promise is the next suspending call.
+                    do { try Coroutine.delay(.milliseconds(50)) } catch {}
+                    do { return try settled.await() } catch CoroutineError.timedOut {
+                        log.append("await timed out")
+                        throw CoroutineError.timedOut
+                    }
+                }
+                log.append("no timeout")
+            } catch CoroutineError.timedOut { log.append("timed out") }
+            let me = Coroutine.current!
+            me.cancel()
+            do { _ = try settled.await(); log.append("no cancel") } catch is CancellationError { log.append("cancelled") }
+            do { _ = try Promise<Int>.rejected(Kit.NumberedBoom(n: 1)).await() } catch { log.append(error is CancellationError ? "cancelled" : "\(error)") }
+            return log
+        }
+        #expect(outcome.prefix(100).allSatisfy { $0 == "7" })
+        #expect(Array(outcome.dropFirst(100)) == ["no switch", "await timed out", "timed out", "cancelled", "cancelled"])
     }
 
     @Test("a hundred coroutines on two schedulers await one promise fulfilled from a dispatch queue")

@@ -49,4 +49,63 @@ struct SchedulerStressTests {
             #expect(weak.alive == 0)
         }
     }
+
+    /// Found in review 11 (a coroutine that never runs borrows its scheduler and tells its
+    /// unretained observers, a promise, channel or mailbox, exactly once).
+    @Test("launches from two threads race a stop: every promise, channel and actor of a coroutine that never ran is told exactly once")
+    func launchesRaceStop() async throws {
+        for round in 0..<8 {
+            let s = CoroutineScheduler(name: "r11-race-stop-\(round)")
+            let released = Kit.Counter()
+            let ran = Kit.Counter()
+            let results = Kit.Log<String>()
+            let perThread = 150
+            let go = Atomic<Int>(0)
+            try await Kit.onPlainThreads(3) { t in
+                _ = go.wrappingAdd(1, ordering: .relaxed)
+                while go.load(ordering: .relaxed) < 3 {}
+                if t == 2 {
+                    for _ in 0..<(round * 500) { _ = Kit.opaque(0) }
+                    s.stop()
+                    return
+                }
+                for i in 0..<perThread {
+                    let tr = Kit.Tracker(released)
+                    switch i % 3 {
+                    case 0:
+                        let p = Coroutine.async(on: s) { () -> Int in _ = tr; ran.increment(); return i }
+                        let r: Result<Int, any Error>
+                        do { r = .success(try Coroutine.runBlocking { try p.await() }) } catch { r = .failure(error) }
+                        results.append("async " + Kit.describe(r))
+                    case 1:
+                        let ch = Coroutine.produce(on: s) { (out: Channel<Int>) in _ = tr; ran.increment(); try out.send(i) }
+                        let r: Result<Int, any Error>
+                        do { r = .success(try Coroutine.runBlocking { try ch.receive() }) } catch { r = .failure(error) }
+                        results.append("produce " + Kit.describe(r))
+                    default:
+                        let a = CoroutineActor<Int, Int>(on: s) { mailbox in _ = tr; ran.increment(); for e in mailbox { e.reply(e.message) } }
+                        let reply = a.send(i)
+                        let r: Result<Int, any Error>
+                        do { r = .success(try Coroutine.runBlocking { try reply.await() }) } catch { r = .failure(error) }
+                        results.append("actor " + (r.isSuccess ? "value" : "failed"))
+                    }
+                }
+            }
+            let all = results.all
+            #expect(all.count == 2 * perThread)
+            // A coroutine that ran gives its value (or is cancelled by the stop); one that never ran
+            // reports the stop (or the cancellation of a main-style start).
+            let unexpected = all.filter {
+                !($0.hasPrefix("async value") || $0.hasPrefix("produce value") || $0 == "actor value"
+                  || $0.hasSuffix("stopped") || $0.hasSuffix("cancelled") || $0 == "actor failed")
+            }
+            #expect(unexpected.isEmpty, "round \(round): \(unexpected.prefix(5))")
+            #expect(await Kit.eventually { s.isStopped })
+            #expect(await Kit.eventually { released.value == 2 * perThread }, "round \(round): \(released.value) released")
+        }
+    }
+}
+
+extension Result {
+    fileprivate var isSuccess: Bool { if case .success = self { true } else { false } }
 }

@@ -106,6 +106,69 @@ struct SchedulerTests {
         #expect(!s.isStopped)
     }
 
+    /// Found in review 11 (a coroutine that never runs borrows its scheduler and tells its
+    /// unretained observers, a promise, channel or mailbox, exactly once).
+    @Test("produce, actor, async, launch onto a stopped scheduler, every other reference dropped at once: each observer told once, bodies released once")
+    func neverRanOnStoppedScheduler() async throws {
+        let s = CoroutineScheduler(name: "r11-stopped")
+        s.stop()
+        #expect(await Kit.eventually { s.isStopped })
+        let released = Kit.Counter()
+        let ran = Kit.Counter()
+        let n = 300
+        var channels: [Channel<Int>] = []
+        var promises: [Promise<Int>] = []
+        var replies: [Promise<Int>] = []
+        for i in 0..<n {
+            let t1 = Kit.Tracker(released), t2 = Kit.Tracker(released), t3 = Kit.Tracker(released), t4 = Kit.Tracker(released)
+            // Dropped at once: only the coroutine (briefly) keeps the channel / mailbox.
+            _ = Coroutine.produce(on: s) { (out: Channel<Int>) in _ = t1; ran.increment(); try out.send(1) }
+            _ = CoroutineActor<Int, Int>(on: s) { mailbox in _ = t2; ran.increment(); for e in mailbox { e.reply(e.message) } }
+            _ = Coroutine.async(on: s) { () -> Int in _ = t3; ran.increment(); return i }
+            Coroutine.launch(on: s) { _ = t4; ran.increment() }
+            // Kept: what the observer told them.
+            channels.append(Coroutine.produce(on: s) { (out: Channel<Int>) in ran.increment(); try out.send(i) })
+            promises.append(Coroutine.async(on: s) { ran.increment(); return i })
+            let actor = CoroutineActor<Int, Int>(on: s) { mailbox in ran.increment(); for e in mailbox { e.reply(e.message) } }
+            replies.append(actor.send(i))
+            #expect(actor.coroutine.isFinished)
+            #expect(actor.coroutine.error is CoroutineError)
+        }
+        #expect(ran.value == 0)
+        #expect(released.value == 4 * n, "\(released.value) of \(4 * n) bodies released")
+        for ch in channels {
+            #expect(ch.isClosed)
+            await #expect(throws: CoroutineError.schedulerStopped) { _ = try await ch.receive() }
+        }
+        for p in promises { #expect(Kit.describe(p.result) == "stopped") }
+        for r in replies { #expect(r.isRejected) }
+    }
+
+    /// Found in review 11 (a coroutine that never runs borrows its scheduler and tells its
+    /// unretained observers, a promise, channel or mailbox, exactly once).
+    @Test("children launched from a coroutine onto a stopped scheduler unlink from their parent at once (no child left in the list)")
+    func childrenOnStoppedSchedulerUnlink() async throws {
+        let stopped = CoroutineScheduler(name: "r11-stopped-child")
+        stopped.stop()
+        #expect(await Kit.eventually { stopped.isStopped })
+        let outcome = try await Kit.run { () -> [String] in
+            let me = Coroutine.current!
+            var log: [String] = []
+            for i in 0..<200 {
+                switch i % 4 {
+                case 0: log.append(Kit.describe(Coroutine.async(on: stopped) { i }.result))
+                case 1: log.append(Coroutine.produce(on: stopped) { (o: Channel<Int>) in try o.send(i) }.isClosed ? "closed" : "open")
+                case 2: log.append(Coroutine.launch(on: stopped) {}.isFinished ? "finished" : "live")
+                default: log.append(CoroutineActor<Int, Int>(on: stopped) { _ in }.coroutine.isFinished ? "finished" : "live")
+                }
+            }
+            log.append(me.withShared { $0.firstChild == nil } ? "no children" : "children left")
+            return log
+        }
+        #expect(outcome.last == "no children")
+        #expect(Set(outcome.dropLast()) == ["stopped", "closed", "finished"], "\(Set(outcome))")
+    }
+
     // MARK: Threads
 
     @Test("a coroutine resumes on its scheduler's thread after every suspension, whoever wakes it")

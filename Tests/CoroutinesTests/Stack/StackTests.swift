@@ -326,6 +326,78 @@ struct StackExitTests {
             s.stop()
         }
     }
+
+    // MARK: Stacks refused and stacks in use
+
+    /// Found in review 11 (a coroutine that never runs borrows its scheduler and tells its
+    /// unretained observers, a promise, channel or mailbox, exactly once).
+    @Test("produce, actor and async whose coroutine gets no stack (address-space limit): each observer told once, with stackUnavailable",
+          .enabled(if: Kit.exitTestsEnabled, "COROUTINES_EXIT_TESTS=0"))
+    func neverRanWithoutStack() async {
+        await ChildProcess.run(.success, id: "neverRanWithoutStack") {
+            let s = CoroutineScheduler(name: "r11-nostack")
+            _ = try await Coroutine.async(on: s) { 1 }.value   // the thread and its loop are up
+            let released = Kit.Counter()
+            // Room for small allocations, none for a 64 MiB stack.
+            var old = rlimit()
+            getrlimit(Int32(RLIMIT_AS.rawValue), &old)
+            let status = (try? String(contentsOfFile: "/proc/self/status", encoding: .utf8)) ?? ""
+            guard let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmSize:") }),
+                  let kb = Int(line.split(separator: " ").dropFirst().first ?? "") else { exit(30) }
+            var limited = old
+            limited.rlim_cur = rlim_t((kb + 32 * 1024) * 1024)
+            setrlimit(Int32(RLIMIT_AS.rawValue), &limited)
+            let big = 64 * 1024 * 1024
+            var promises: [Promise<Int>] = []
+            for i in 0..<20 {
+                let t = Kit.Tracker(released)
+                promises.append(Coroutine.async(on: s, stackSize: big) { _ = t; return i })
+            }
+            var code: Int32 = 0
+            for p in promises {
+                do { _ = try await p.value; code = 31 } catch CoroutineError.stackUnavailable {} catch { code = 33 }
+            }
+            setrlimit(Int32(RLIMIT_AS.rawValue), &old)
+            if code != 0 { exit(code) }
+            if released.value != 20 { exit(32) }
+            s.stop()
+        }
+    }
+
+    /// Found in review 11 (each scheduler publishes the counts of its stack cache).
+    @Test("stacksInUse returns to its starting value once dedicated schedulers that cached stacks have stopped",
+          .enabled(if: Kit.exitTestsEnabled, "COROUTINES_EXIT_TESTS=0"))
+    func stacksInUseAfterStop() async {
+        // In a child process, so the allocator's global counters see only this test.
+        await ChildProcess.run(.success, id: "stacksInUseAfterStop") {
+            let before = StackAllocator.shared.stacksInUse
+            for round in 0..<5 {
+                let schedulers = (0..<3).map { CoroutineScheduler(name: "r11-stacks-\(round)-\($0)") }
+                let gate = Promise<Void>()
+                let all = WaitGroup()
+                all.add(60)
+                for i in 0..<60 {
+                    Coroutine.launch(on: schedulers[i % 3]) {
+                        defer { all.done() }
+                        try gate.await()
+                    }
+                }
+                // All 60 hold a stack at once.
+                for s in schedulers { _ = try await Kit.onSchedulerLoop(s) {} }
+                if StackAllocator.shared.stacksInUse < before + 1 { exit(10) }
+                gate.fulfill(())
+                try await Kit.onPlainThread { try Coroutine.runBlocking { try all.wait() } }
+                // The stacks are now in the schedulers' caches: not in use.
+                for s in schedulers { _ = try await Kit.onSchedulerLoop(s) {} }
+                if StackAllocator.shared.stacksInUse != before { exit(11) }
+                for s in schedulers { s.stop() }
+                if !(await Kit.eventually { schedulers.allSatisfy(\.isStopped) }) { exit(12) }
+                // Given back after the stop: still not in use (eventually: the give-back follows
+                // `isStopped` on the scheduler's thread).
+                if !(await Kit.eventually(timeout: .seconds(10)) { StackAllocator.shared.stacksInUse == before }) { exit(13) }
+            }
+        }
+    }
 }
 
 /// Touches about `depth` × 4 KiB of the calling stack.
