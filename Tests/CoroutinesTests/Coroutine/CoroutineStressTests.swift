@@ -6,9 +6,12 @@ import Testing
 @testable import Coroutines
 
 private typealias Kit = CoroutineTestKit
+private typealias Tally = CoroutineTestKit.Tally
 
 /// Coroutines under races and at scale: launches, cancellation, joins and lifetimes across
-/// threads, and tens of thousands of launches (<doc:CoroutineLifecycle>, <doc:Cancellation>).
+/// threads, and tens of thousands of launches (<doc:CoroutineLifecycle>, <doc:Cancellation>). Tests
+/// with an `eager` argument run a lazily created `Coroutine.async` and the same call with a `name:`
+/// (`Kit.spawn`), which is never lazy, and expect the same.
 ///
 /// Serialized, like every stress suite: each test loads the machine on its own (threads, stacks and,
 /// under ThreadSanitizer, mappings). .ci/run runs the stress suites apart from the others under
@@ -213,5 +216,231 @@ struct CoroutineStressTests {
             }
             #expect(wrong.value == 0)
         }
+    }
+
+    // MARK: Lazily created Coroutine.async coroutines
+
+    /// A chain of `Coroutine.async` launches, each queued by the previous one, which then
+    /// finishes. It ends by itself after `limit` (counted in `hitLimit`).
+    private static func chain(eager: Bool, links: Kit.Counter, hitLimit: Kit.Counter,
+                              until limit: ContinuousClock.Instant) {
+        _ = Kit.spawn(eager: eager) { () -> Int in
+            links.increment()
+            if ContinuousClock.now > limit {
+                hitLimit.increment()
+                return 0
+            }
+            chain(eager: eager, links: links, hitLimit: hitLimit, until: limit)
+            return 0
+        }
+    }
+
+    /// Found in review 12 (`Coroutine.async` from a coroutine onto its own scheduler creates its
+    /// coroutine only when the launch reaches the head of the run queue).
+    @Test("cancelling Coroutine.run's task ends a chain of Coroutine.async launches whose parents have finished",
+          arguments: [false, true])
+    func taskCancelEndsAsyncChain(eager: Bool) async throws {
+        let links = Kit.Counter()
+        let hitLimit = Kit.Counter()
+        // Generous: only a chain that outlives its cancellation gets near it (under TSan, with
+        // other suites running, 1,000 links once took more than 2 s).
+        let limit = ContinuousClock.now + .seconds(30)
+        let task = Task {
+            try await Kit.run { Self.chain(eager: eager, links: links, hitLimit: hitLimit, until: limit) }
+        }
+        #expect(await Kit.eventually(timeout: .seconds(20)) { links.value > 1000 })
+        task.cancel()
+        let atCancel = links.value
+        _ = try? await task.value
+        #expect(hitLimit.value == 0,
+                "the chain outlived the cancellation of Coroutine.run: \(links.value - atCancel) links after it")
+    }
+
+    /// Found in review 12 (`Coroutine.async` from a coroutine onto its own scheduler creates its
+    /// coroutine only when the launch reaches the head of the run queue).
+    @Test("runBlocking's body throws while a chain of Coroutine.async launches runs: the chain ends",
+          arguments: [false, true])
+    func bodyThrowsEndsAsyncChain(eager: Bool) async throws {
+        let links = Kit.Counter()
+        let hitLimit = Kit.Counter()
+        // Generous: only a chain that outlives its cancellation gets near it (under TSan, with
+        // other suites running, 1,000 links once took more than 2 s).
+        let limit = ContinuousClock.now + .seconds(30)
+        let thrown = try await Kit.onPlainThread { () -> Bool in
+            do {
+                try Coroutine.runBlocking { () throws -> Void in
+                    Self.chain(eager: eager, links: links, hitLimit: hitLimit, until: limit)
+                    while links.value < 1000 { try Coroutine.yield() }
+                    throw Kit.Boom()
+                }
+                return false
+            } catch {
+                return error is Kit.Boom
+            }
+        }
+        #expect(thrown)
+        #expect(hitLimit.value == 0, "the chain went on after runBlocking's body threw (\(links.value) links)")
+    }
+
+    /// Found in review 12 (`Coroutine.async` from a coroutine onto its own scheduler creates its
+    /// coroutine only when the launch reaches the head of the run queue).
+    @Test("stop() from another thread ends a chain of Coroutine.async launches whose parents have finished")
+    func stopEndsAsyncChain() async throws {
+        let links = Kit.Counter()
+        let hitLimit = Kit.Counter()
+        let s = CoroutineScheduler(name: "r12-chain-stop")
+        // Generous: only a chain that outlives its cancellation gets near it (under TSan, with
+        // other suites running, 1,000 links once took more than 2 s).
+        let limit = ContinuousClock.now + .seconds(30)
+        Coroutine.launch(on: s) { Self.chain(eager: false, links: links, hitLimit: hitLimit, until: limit) }
+        #expect(await Kit.eventually(timeout: .seconds(20)) { links.value > 1000 })
+        s.stop()
+        #expect(await Kit.eventually(timeout: .seconds(10)) { s.isStopped })
+        #expect(hitLimit.value == 0, "the chain went on after stop()")
+        #expect(s.liveCount == 0)
+    }
+
+    /// Found in review 12 (`Coroutine.async` from a coroutine onto its own scheduler creates its
+    /// coroutine only when the launch reaches the head of the run queue).
+    @Test("a parent cancelled from a plain thread while its Coroutine.async children are pending or starting: none escapes, all settle, all released",
+          arguments: 0..<4)
+    func parentCancelRacesMaterialization(round: Int) async throws {
+        try await Kit.withScheduler("r12-parent-\(round)") { s in
+            let released = Kit.Counter()
+            let weak = Kit.WeakCoroutines()
+            let cancelReturned = Atomic<Bool>(false)
+            let escaped = Kit.Counter()
+            let children = Kit.Log<Promise<Int>>()
+            let started = DispatchSemaphore(value: 0)
+            let parent = Coroutine.launch(on: s) {
+                for i in 0..<50_000 {
+                    let tracker = Kit.Tracker(released)
+                    children.append(Coroutine.async { () throws -> Int in
+                        withExtendedLifetime(tracker) {}
+                        if let c = Coroutine.current { weak.add(c) }
+                        if cancelReturned.load(ordering: .sequentiallyConsistent) && Coroutine.isActive {
+                            escaped.increment()
+                        }
+                        try Coroutine.yield()
+                        return i
+                    })
+                    if i == 200 { started.signal() }
+                    if i % (3 + round) == 0 { try Coroutine.yield() }   // throws once cancelled
+                }
+            }
+            try await Kit.onPlainThread {
+                started.wait()
+                for _ in 0..<(round * 2_000) { _ = Kit.opaque(0) }
+                parent.cancel()
+                cancelReturned.store(true, ordering: .sequentiallyConsistent)
+            }
+            try await parent.join()
+            #expect(parent.error is CancellationError)
+            let all = children.all
+            var outcomes: [String: Int] = [:]
+            for (i, p) in all.enumerated() {
+                let d = Kit.describe(await p.valueResult)
+                outcomes[d == "value \(i)" ? "value" : d, default: 0] += 1
+            }
+            #expect(Set(outcomes.keys).isSubset(of: ["value", "cancelled"]), "\(outcomes)")
+            #expect(outcomes["cancelled", default: 0] > 0, "\(outcomes)")
+            #expect(escaped.value == 0, "\(escaped.value) children ran uncancelled after the parent's cancel() returned")
+            #expect(await Kit.eventually(timeout: .seconds(10)) { released.value == all.count },
+                    "\(released.value) of \(all.count) bodies released")
+            #expect(await Kit.eventually(timeout: .seconds(10)) { weak.alive == 0 }, "\(weak.alive) coroutines alive")
+            #expect(await Kit.eventually(timeout: .seconds(10)) { s.liveCount == 0 }, "liveCount \(s.liveCount)")
+        }
+    }
+
+    /// Found in review 12 (`Coroutine.async` from a coroutine onto its own scheduler creates its
+    /// coroutine only when the launch reaches the head of the run queue).
+    @Test("a burst of pending launches on a fresh scheduler (no cached stack for the direct switch) interleaved with wake-ups of a consumer: each woken run comes after the launches queued before it")
+    func orderWithWakeups() async throws {
+        try await Kit.withScheduler("r12-wakeups") { s in
+            let log = Kit.Log<Int>()
+            let ch = Channel<Int>(capacity: .unbounded)
+            let consumer = Coroutine.launch(on: s) {
+                for v in ch { log.append(-v - 1) }
+            }
+            try await Coroutine.async(on: s) { () throws -> Void in
+                try Coroutine.yield()   // the consumer now waits
+                var ps: [Promise<Void>] = []
+                for i in 0..<2000 {
+                    ps.append(Coroutine.async { log.append(i) })
+                    if i % 100 == 0 { _ = try ch.trySend(i); try Coroutine.yield() }   // the consumer runs behind the launches queued so far
+                }
+                for p in ps { try p.await() }
+            }.value
+            ch.close()
+            try await consumer.join()
+            let all = log.all
+            #expect(all.filter { $0 >= 0 } == Array(0..<2000))
+            #expect(all.filter { $0 < 0 } == stride(from: 0, to: 2000, by: 100).map { -$0 - 1 })
+            for v in stride(from: 0, to: 2000, by: 100) {
+                let launched = try #require(all.firstIndex(of: v))
+                let received = try #require(all.firstIndex(of: -v - 1))
+                #expect(received > launched, "value \(v) received before the launch queued ahead of its wake-up ran")
+            }
+        }
+    }
+
+    /// Found in review 12 (`Coroutine.async` from a coroutine onto its own scheduler creates its
+    /// coroutine only when the launch reaches the head of the run queue, and `dumpAll()` lists the
+    /// launches not started yet).
+    @Test("a 111,111-coroutine fan-out of Coroutine.async with dumpAll racing from another thread: right sum, pending counts sane, liveCount back to 0")
+    func deepFanOutWithDumpAll() async throws {
+        let depth = Kit.heavyTestsEnabled ? 5 : 4
+        let expected = (0...depth).reduce(0) { $0 + Int(pow(10.0, Double($1))) }
+        let scheduler = Kit.Box<CoroutineScheduler?>(nil)
+        let stopDumping = Atomic<Bool>(false)
+        let dumps = Kit.Counter()
+        let bad = Kit.Log<String>()
+        async let dumper: Void = Kit.onPlainThread {
+            while !stopDumping.load(ordering: .relaxed) {
+                let d = Coroutine.dumpAll()
+                dumps.increment()
+                for line in d.split(separator: "\n") where line.contains("(not started)") {
+                    if !(line.hasPrefix("unnamed on ") && line.hasSuffix(": ready (not started)")) { bad.append(String(line)) }
+                }
+            }
+        }
+        let sum = try await Kit.run { () throws -> Int in
+            scheduler.value = Coroutine.current?.scheduler
+            return try Kit.tree(depth: depth, fan: 10)
+        }
+        stopDumping.store(true, ordering: .relaxed)
+        try await dumper
+        #expect(sum == expected)
+        #expect(bad.all.isEmpty, "\(bad.all.prefix(5))")
+        #expect(dumps.value > 0)
+        let s = try #require(scheduler.value)
+        #expect(s.liveCount == 0)
+        #expect(s.pendingLaunchCount.load(ordering: .relaxed) == 0)
+    }
+
+    /// Found in review 12 (`Coroutine.async` from a coroutine onto its own scheduler creates its
+    /// coroutine only when the launch reaches the head of the run queue).
+    @Test("Coroutine.run and runBlocking return only after every pending launch ran (a chain of 10,000 and a fan of 10,000 left behind by the body)")
+    func runWaitsForPendingLaunches() async throws {
+        let ran = Kit.Counter()
+        @Sendable func chain(_ k: Int) {
+            _ = Coroutine.async { () -> Int in
+                ran.increment()
+                if k > 0 { chain(k - 1) }
+                return k
+            }
+        }
+        try await Kit.run {
+            chain(9_999)
+            for _ in 0..<10_000 { _ = Coroutine.async { ran.increment() } }
+        }
+        #expect(ran.value == 20_000)
+        try await Kit.onPlainThread {
+            try Coroutine.runBlocking {
+                chain(9_999)
+                for _ in 0..<10_000 { _ = Coroutine.async { ran.increment() } }
+            }
+        }
+        #expect(ran.value == 40_000)
     }
 }

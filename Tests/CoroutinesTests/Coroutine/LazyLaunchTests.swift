@@ -3,11 +3,13 @@ import Testing
 @testable import Coroutines
 
 private typealias Kit = CoroutineTestKit
+private typealias Boom = CoroutineTestKit.Boom
 
 /// `Coroutine.async` from a coroutine onto its own scheduler queues a `PendingLaunch`: the
 /// coroutine object is created when the launch reaches the head of the run queue. Everything a
 /// user can see must be as if it had been created at launch: start order, cancellation by the
-/// promise and by the parent, stop, `dumpAll`, lifetimes.
+/// promise and by the parent, stop, `dumpAll`, lifetimes. Tests with an `eager` argument run the
+/// same call with a `name:` too (`Kit.spawn`), which is never lazy, and expect the same.
 @Suite("Coroutine.async from a coroutine: created when it first runs", .serialized)
 struct LazyLaunchTests {
     @Test("pending launches, launch and a yielding coroutine run in the order they were queued (fresh scheduler: no cached stack for the direct switch)")
@@ -174,6 +176,271 @@ struct LazyLaunchTests {
             let line = "unnamed on lazy-dump: ready (not started)"
             #expect(before.split(separator: "\n").filter { $0 == line }.count == 3, "\(before)")
             #expect(!after.contains(line), "\(after)")
+        }
+    }
+
+    // MARK: Cancellation of everything on the scheduler
+
+    /// Found in review 12 (`Coroutine.async` from a coroutine onto its own scheduler creates its
+    /// coroutine only when the launch reaches the head of the run queue).
+    @Test("runBlocking's body throws: a Coroutine.async queued by a coroutine that already finished is cancelled, as one created at launch is",
+          arguments: [false, true])
+    func bodyThrowsCancelsLaunchOfFinishedParent(eager: Bool) async throws {
+        let ran = Kit.Counter()
+        let child = Kit.Box<Promise<Int>?>(nil)
+        let thrown = try await Kit.onPlainThread { () -> String in
+            do {
+                try Coroutine.runBlocking { () throws -> Void in
+                    // The launcher queues the child and finishes before the body throws.
+                    Coroutine.launch {
+                        child.value = Kit.spawn(eager: eager) { ran.increment(); return 1 }
+                    }
+                    try Coroutine.yield()
+                    throw Boom()
+                }
+                return "returned"
+            } catch {
+                return "\(type(of: error))"
+            }
+        }
+        #expect(thrown == "Boom")
+        // The BlockingAndStopping article (<doc:BlockingAndStopping>): if the body throws, every
+        // coroutine still on that scheduler is cancelled.
+        #expect(ran.value == 0, "the child's body ran after runBlocking's body threw")
+        #expect(Kit.describe(try #require(child.value).result) == "cancelled")
+    }
+
+    // MARK: Settlement by something other than cancel()
+
+    /// Found in review 12 (`Coroutine.async` from a coroutine onto its own scheduler creates its
+    /// coroutine only when the launch reaches the head of the run queue).
+    @Test("fulfilling or rejecting a Coroutine.async promise before its coroutine starts does not skip the body (only cancel() does)",
+          arguments: [false, true])
+    func externalSettlementDoesNotCancel(eager: Bool) async throws {
+        let ran = Kit.Log<String>()
+        let results = try await Kit.run { () throws -> [String] in
+            let a = Kit.spawn(eager: eager) { () -> Int in ran.append("a"); return 1 }
+            let b = Kit.spawn(eager: eager) { () -> Int in ran.append("b"); return 2 }
+            let c = Kit.spawn(eager: eager) { () -> Int in ran.append("c"); return 3 }
+            a.fulfill(10)
+            b.reject(Boom())
+            c.cancel()
+            try Coroutine.yield()   // behind a, b and c
+            return [a, b, c].map { Kit.describe($0.result) }
+        }
+        #expect(results == ["value 10", "boom Boom()", "cancelled"])
+        #expect(ran.all == ["a", "b"], "bodies that ran: \(ran.all)")
+    }
+
+    // MARK: Stop
+
+    /// Found in review 12 (`Coroutine.async` from a coroutine onto its own scheduler creates its
+    /// coroutine only when the launch reaches the head of the run queue).
+    @Test("stop() from inside a coroutine that keeps launching Coroutine.async children after it: later ones finish as stopped, none runs")
+    func stopFromInsideThenKeepLaunching() async throws {
+        let s = CoroutineScheduler(name: "r12-stop-inside")
+        let ranAfterStop = Kit.Counter()
+        let released = Kit.Counter()
+        let after = Kit.Box<[Promise<Int>]>([])
+        let done = Promise<Void>()
+        Coroutine.launch(on: s) {
+            defer { done.fulfill(()) }
+            for _ in 0..<100 { _ = Coroutine.async { 0 } }
+            s.stop()
+            var ps: [Promise<Int>] = []
+            for i in 0..<500 {
+                let tracker = Kit.Tracker(released)
+                ps.append(Coroutine.async { withExtendedLifetime(tracker) {}; ranAfterStop.increment(); return i })
+            }
+            after.value = ps
+        }
+        try await done.value
+        #expect(await Kit.eventually(timeout: .seconds(10)) { s.isStopped })
+        #expect(ranAfterStop.value == 0)
+        #expect(after.value.allSatisfy { Kit.describe($0.result) == "stopped" })
+        #expect(released.value == 500)
+    }
+
+    // MARK: Start order
+
+    /// Found in review 12 (`Coroutine.async` from a coroutine onto its own scheduler creates its
+    /// coroutine only when the launch reaches the head of the run queue).
+    @Test("start order is FIFO across a woken coroutine, Coroutine.async (implicit and explicit scheduler), launch and a yielding child")
+    func fifoAcrossWokenAsyncAndLaunch() async throws {
+        try await Kit.withScheduler("r12-fifo") { s in
+            let log = Kit.Log<String>()
+            try await Coroutine.async(on: s) { () throws -> Void in
+                let gate = Promise<Void>()
+                Coroutine.launch { try? gate.await(); log.append("woken") }
+                try Coroutine.yield()           // the launched coroutine now waits on the gate
+                gate.fulfill(())                // ready: queued before everything below
+                let a = Coroutine.async { log.append("a1"); return 1 }
+                Coroutine.launch { log.append("l2") }
+                let b = Coroutine.async(on: s) { log.append("a3"); return 3 }
+                let c = Coroutine.async { () throws -> Int in
+                    log.append("a4")
+                    try Coroutine.yield()
+                    log.append("a4'")
+                    return 4
+                }
+                let d = Coroutine.async { log.append("a5"); return 5 }
+                log.append("queued")
+                _ = try a.await()               // woken by a1: queued behind a5
+                log.append("me")
+                #expect(try b.await() + c.await() + d.await() == 12)
+            }.value
+            #expect(log.all == ["queued", "woken", "a1", "l2", "a3", "a4", "a5", "me", "a4'"], "\(log.all)")
+        }
+    }
+
+    // MARK: Where Coroutine.async can be called from
+
+    /// Launches a `Coroutine.async` from its deinit; the promise lands in `box`.
+    private final class Spawner: Sendable {
+        let box: Kit.Box<Promise<Int>?>
+        let ran: Kit.Counter
+        init(_ box: Kit.Box<Promise<Int>?>, _ ran: Kit.Counter) { self.box = box; self.ran = ran }
+        deinit {
+            let ran = self.ran
+            box.value = Coroutine.async { ran.increment(); return 7 }
+        }
+    }
+
+    /// Found in review 12 (`Coroutine.async` from a coroutine onto its own scheduler creates its
+    /// coroutine only when the launch reaches the head of the run queue).
+    @Test("Coroutine.async from deinits of a body's captures and locals, released as a coroutine ends: it runs and Coroutine.run waits for it")
+    func asyncFromDeinitAtFinish() async throws {
+        let ran = Kit.Counter()
+        let fromLocal = Kit.Box<Promise<Int>?>(nil)
+        let fromCapture = Kit.Box<Promise<Int>?>(nil)
+        let fromAsyncBody = Kit.Box<Promise<Int>?>(nil)
+        try await Kit.run { () throws -> Void in
+            Coroutine.launch { _ = Spawner(fromLocal, ran) }
+            let captured = Spawner(fromCapture, ran)
+            Coroutine.launch { withExtendedLifetime(captured) {} }
+            let inAsync = Spawner(fromAsyncBody, ran)
+            _ = Coroutine.async { withExtendedLifetime(inAsync) {}; return 0 }
+        }
+        // Coroutine.run returned: everything launched onto its scheduler has finished.
+        #expect(ran.value == 3)
+        for box in [fromLocal, fromCapture, fromAsyncBody] {
+            #expect(Kit.describe(try #require(box.value).result) == "value 7")
+        }
+    }
+
+    /// Its deinit launches a `Coroutine.async` (result into `box`).
+    private final class SpawningError: Error, @unchecked Sendable {
+        let box: Kit.Box<Promise<Int>?>
+        init(_ box: Kit.Box<Promise<Int>?>) { self.box = box }
+        deinit { box.value = Coroutine.async { 9 } }
+    }
+
+    /// Found in review 12 (`Coroutine.async` from a coroutine onto its own scheduler creates its
+    /// coroutine only when the launch reaches the head of the run queue).
+    @Test("a cancelled parent kept alive only by its pending child's launch: its error's deinit runs during materialization and launches again")
+    func parentReleasedDuringMaterialization() async throws {
+        let spawned = Kit.Box<Promise<Int>?>(nil)
+        let child = Kit.Box<Promise<Int>?>(nil)
+        let ran = Kit.Counter()
+        try await Kit.run { () throws -> Void in
+            do {
+                _ = Coroutine.async { () throws -> Int in
+                    child.value = Coroutine.async { ran.increment(); return 1 }
+                    Coroutine.current?.cancel()
+                    throw SpawningError(spawned)
+                }
+            }
+            try Coroutine.yield()   // the parent runs, queues the child, throws and is reaped
+            try Coroutine.yield()   // the child is created (direct switch), the parent released
+            try Coroutine.yield()
+        }
+        #expect(ran.value == 0)
+        #expect(Kit.describe(try #require(child.value).result) == "cancelled")
+        #expect(Kit.describe(try #require(spawned.value).result) == "value 9")
+    }
+
+    /// Found in review 12 (`Coroutine.async` from a coroutine onto its own scheduler creates its
+    /// coroutine only when the launch reaches the head of the run queue).
+    @Test("Coroutine.async from a generator body hosted by a coroutine: FIFO with launches, values delivered, a cancelled host cancels them")
+    func asyncFromGeneratorBody() async throws {
+        let log = Kit.Log<String>()
+        let values = try await Kit.run { () throws -> [Int] in
+            let g = Generator<Promise<Int>> { yield in
+                for i in 0..<3 {
+                    try yield(Coroutine.async { log.append("a\(i)"); return i * 10 })
+                    Coroutine.launch { log.append("l\(i)") }
+                }
+            }
+            let ps = Array(g)
+            return try ps.map { try $0.await() }
+        }
+        #expect(values == [0, 10, 20])
+        #expect(log.all == ["a0", "l0", "a1", "l1", "a2", "l2"], "\(log.all)")
+
+        let ran = Kit.Counter()
+        let cancelled = try await Kit.run { () throws -> [String] in
+            let host = Coroutine.async { () throws -> [Promise<Int>] in
+                let g = Generator<Promise<Int>> { yield in
+                    for i in 0..<3 { try yield(Coroutine.async { ran.increment(); return i }) }
+                }
+                let ps = Array(g)
+                Coroutine.current?.cancel()
+                return ps
+            }
+            let ps = try host.await()
+            for p in ps { _ = try? p.await() }
+            return ps.map { Kit.describe($0.result) }
+        }
+        #expect(ran.value == 0)
+        #expect(cancelled == ["cancelled", "cancelled", "cancelled"])
+    }
+
+    /// Found in review 12 (`Coroutine.async` from a coroutine onto its own scheduler creates its
+    /// coroutine only when the launch reaches the head of the run queue).
+    @Test("Coroutine.async inside an actor body, a produce() body, withTimeout and a select handler")
+    func asyncFromActorProduceTimeoutSelect() async throws {
+        try await Kit.run { () throws -> Void in
+            // Actor.
+            let actor = CoroutineActor<Int, Int> { mailbox in
+                for envelope in mailbox {
+                    let m = envelope.message
+                    envelope.reply(try Coroutine.async { m * 2 }.await())
+                }
+            }
+            defer { actor.cancel() }
+            let replies = (0..<20).map { actor.send($0) }
+            #expect(try replies.map { try $0.await() } == (0..<20).map { $0 * 2 })
+
+            // produce().
+            let ch: Channel<Int> = Coroutine.produce(capacity: 1) { out in
+                for i in 0..<10 { try out.send(try Coroutine.async { i + 100 }.await()) }
+            }
+            #expect(Array(ch) == Array(100..<110))
+
+            // withTimeout: the timeout reaches the waiting coroutine, not the child.
+            let gate = Promise<Void>()
+            let inner = Kit.Box<Promise<Int>?>(nil)
+            #expect(throws: CoroutineError.timedOut) {
+                try Coroutine.withTimeout(.milliseconds(20)) {
+                    let p = Coroutine.async { () throws -> Int in try gate.await(); return 5 }
+                    inner.value = p
+                    return try p.await()
+                }
+            }
+            gate.fulfill(())
+            #expect(try #require(inner.value).await() == 5)
+            // A zero time limit: launching does not suspend, so it returns the promise.
+            let quick = try Coroutine.withTimeout(.zero) { Coroutine.async { 6 } }
+            #expect(try quick.await() == 6)
+
+            // select: the chosen handler launches.
+            let sel = Channel<Int>(capacity: 1)
+            try sel.send(3)
+            let chosen: Promise<Int> = try select { s in
+                s.receive(from: sel) { v in Coroutine.async { (v ?? 0) * 3 } }
+                s.timeout(after: .seconds(5)) { Coroutine.async { -1 } }
+            }
+            #expect(try chosen.await() == 9)
         }
     }
 }

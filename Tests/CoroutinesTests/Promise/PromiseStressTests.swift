@@ -6,6 +6,14 @@ import Testing
 @testable import Coroutines
 
 private typealias Kit = CoroutineTestKit
+private typealias Tally = CoroutineTestKit.Tally
+
+/// A set of indices shared between threads.
+private final class Indices: Sendable {
+    private let set = Mutex<Set<Int>>([])
+    func insert(_ i: Int) { set.locked { _ = $0.insert(i) } }
+    func contains(_ i: Int) -> Bool { set.locked { $0.contains(i) } }
+}
 
 /// Promises under races: `cancel()` from other threads while their `Coroutine.async` coroutines
 /// start, suspend or finish, and awaiters cancelled while other threads settle and query the
@@ -138,6 +146,76 @@ struct PromiseStressTests {
             #expect(await Kit.eventually { sawCancel.value == n }, "\(sawCancel.value) of \(n) bodies saw the cancellation")
             #expect(await Kit.eventually { weak.alive == 0 }, "\(weak.alive) coroutines alive")
             gate.fulfill(())
+        }
+    }
+
+    // MARK: Promise.cancel racing the start of a lazily created coroutine
+
+    /// Found in review 12 (`Coroutine.async` from a coroutine onto its own scheduler creates its
+    /// coroutine only when the launch reaches the head of the run queue).
+    @Test("Promise.cancel from a plain thread racing materialization: each promise settles once, observers run once, no body escapes a cancel() that returned, all released")
+    func promiseCancelRacesMaterialization() async throws {
+        try await Kit.withScheduler("r12-pcancel") { s in
+            let n = 3000, batch = 50
+            let released = Kit.Counter()
+            let weak = Kit.WeakCoroutines()
+            let cancelReturned = Indices()
+            let escaped = Kit.Log<Int>()
+            let observed = Tally(n)
+            let batches = Kit.Log<[Promise<Int>]>()
+            let published = DispatchSemaphore(value: 0)
+            let launcher = Coroutine.async(on: s) { () throws -> [Promise<Int>] in
+                var all: [Promise<Int>] = []
+                for b in 0..<(n / batch) {
+                    var ps: [Promise<Int>] = []
+                    for j in 0..<batch {
+                        let i = b * batch + j
+                        let tracker = Kit.Tracker(released)
+                        let p = Coroutine.async { () throws -> Int in
+                            withExtendedLifetime(tracker) {}
+                            if let c = Coroutine.current { weak.add(c) }
+                            if cancelReturned.contains(i) && Coroutine.isActive { escaped.append(i) }
+                            if i % 3 == 0 { try Coroutine.yield() }
+                            return i
+                        }
+                        _ = p.always { _ in observed.bump(i) }
+                        ps.append(p)
+                    }
+                    batches.append(ps)
+                    published.signal()
+                    all += ps
+                    if b % 2 == 0 { try Coroutine.yield() }
+                }
+                for p in all { _ = try? p.await() }
+                return all
+            }
+            try await Kit.onPlainThread {
+                for b in 0..<(n / batch) {
+                    published.wait()
+                    for (j, p) in batches.all[b].enumerated() {
+                        let i = b * batch + j
+                        guard i % 4 != 3 else { continue }
+                        for _ in 0..<((i % 7) * 30) { _ = Kit.opaque(0) }
+                        p.cancel()
+                        cancelReturned.insert(i)
+                    }
+                }
+            }
+            let all = try await launcher.value
+            #expect(all.count == n)
+            var bad: [String] = []
+            for (i, p) in all.enumerated() {
+                let d = Kit.describe(p.result)
+                if d != "value \(i)" && !(i % 4 != 3 && d == "cancelled") { bad.append("\(i): \(d)") }
+            }
+            #expect(bad.isEmpty, "\(bad.prefix(10))")
+            #expect(escaped.all.isEmpty, "bodies running uncancelled after their promise's cancel() returned: \(escaped.all.prefix(10))")
+            #expect(await Kit.eventually(timeout: .seconds(10)) { observed.total >= n })
+            _ = try await Kit.onSchedulerLoop(s) {}   // observers queued late would have run by now
+            #expect(observed.all.allSatisfy { $0 == 1 }, "observers not run exactly once: \(observed.all.enumerated().filter { $0.element != 1 }.prefix(10))")
+            #expect(await Kit.eventually(timeout: .seconds(10)) { released.value == n }, "\(released.value) of \(n) bodies released")
+            #expect(await Kit.eventually(timeout: .seconds(10)) { weak.alive == 0 }, "\(weak.alive) coroutines alive")
+            #expect(await Kit.eventually(timeout: .seconds(10)) { s.liveCount == 0 }, "liveCount \(s.liveCount)")
         }
     }
 }

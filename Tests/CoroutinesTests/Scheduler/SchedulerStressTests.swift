@@ -6,6 +6,7 @@ import Testing
 @testable import Coroutines
 
 private typealias Kit = CoroutineTestKit
+private typealias Tally = CoroutineTestKit.Tally
 
 /// Schedulers stopped while other threads launch, cancel and wake: every coroutine finishes once,
 /// every body is released once, every loop ends (<doc:BlockingAndStopping>).
@@ -103,6 +104,63 @@ struct SchedulerStressTests {
             #expect(await Kit.eventually { s.isStopped })
             #expect(await Kit.eventually { released.value == 2 * perThread }, "round \(round): \(released.value) released")
         }
+    }
+
+    /// Found in review 12 (`Coroutine.async` from a coroutine onto its own scheduler creates its
+    /// coroutine only when the launch reaches the head of the run queue).
+    @Test("stop() from a plain thread with thousands of Coroutine.async launches pending: each promise settles once, each body released once, nothing alive",
+          arguments: [true, false])
+    func stopWithThousandsPending(holdThread: Bool) async throws {
+        let n = 5000
+        let s = CoroutineScheduler(name: "r12-stop-\(holdThread)")
+        let released = Kit.Counter()
+        let ran = Kit.Counter()
+        let weak = Kit.WeakCoroutines()
+        let observed = Tally(n)
+        let promises = Kit.Box<[Promise<Int>]>([])
+        let queued = DispatchSemaphore(value: 0)
+        let stopCalled = Atomic<Bool>(false)
+        Coroutine.launch(on: s) {
+            if let c = Coroutine.current { weak.add(c) }
+            var ps: [Promise<Int>] = []
+            for i in 0..<n {
+                let tracker = Kit.Tracker(released)
+                let p = Coroutine.async { () throws -> Int in
+                    withExtendedLifetime(tracker) {}
+                    if let c = Coroutine.current { weak.add(c) }
+                    ran.increment()
+                    try Coroutine.yield()
+                    return i
+                }
+                _ = p.always { _ in observed.bump(i) }
+                ps.append(p)
+            }
+            promises.value = ps
+            queued.signal()
+            // Optionally hold the thread until the stop was requested: all n are still pending then.
+            while holdThread && !stopCalled.load(ordering: .sequentiallyConsistent) { ccoro_cpu_relax() }
+            for p in ps { _ = try? p.await() }
+        }
+        try await Kit.onPlainThread {
+            queued.wait()
+            s.stop()
+            stopCalled.store(true, ordering: .sequentiallyConsistent)
+        }
+        #expect(await Kit.eventually(timeout: .seconds(10)) { s.isStopped })
+        let all = promises.value
+        #expect(all.count == n)
+        var outcomes: [String: Int] = [:]
+        for (i, p) in all.enumerated() {
+            let d = Kit.describe(p.result)
+            outcomes[d == "value \(i)" ? "value" : d, default: 0] += 1
+        }
+        #expect(Set(outcomes.keys).isSubset(of: ["value", "cancelled", "stopped"]), "\(outcomes)")
+        #expect(await Kit.eventually(timeout: .seconds(10)) { observed.total >= n })
+        #expect(observed.all.allSatisfy { $0 == 1 }, "observers not run exactly once")
+        #expect(released.value == n, "\(released.value) of \(n) bodies released")
+        #expect(await Kit.eventually(timeout: .seconds(10)) { weak.alive == 0 }, "\(weak.alive) coroutines alive")
+        #expect(s.liveCount == 0)
+        #expect(s.pendingLaunchCount.load(ordering: .relaxed) == 0)
     }
 }
 

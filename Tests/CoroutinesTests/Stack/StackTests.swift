@@ -398,6 +398,37 @@ struct StackExitTests {
             }
         }
     }
+
+    /// Found in review 12 (`Coroutine.async` from a coroutine onto its own scheduler creates its
+    /// coroutine only when the launch reaches the head of the run queue, and schedulers tidy the
+    /// heap after 65,536 reaped coroutines).
+    @Test("stacks in use return to their starting value after repeated 111,111-coroutine fan-outs (child process)",
+          .enabled(if: Kit.exitTestsEnabled && Kit.heavyTestsEnabled, "COROUTINES_EXIT_TESTS=0 or COROUTINES_HEAVY_TESTS=0"))
+    func fanOutReturnsStacks() async {
+        await ChildProcess.run(.success, id: "fanOutReturnsStacks") {
+            let before = StackAllocator.shared.stacksInUse
+            let s = CoroutineScheduler(name: "r12-fan")
+            for _ in 0..<3 {
+                let sum = try await Coroutine.async(on: s) { try Kit.tree(depth: 5, fan: 10) }.value
+                if sum != 111_111 { exit(10) }
+                _ = try await Kit.onSchedulerLoop(s) {}
+                if s.liveCount != 0 { exit(11) }
+                // The scheduler's cache keeps some stacks; none is in use.
+                if StackAllocator.shared.stacksInUse != before { exit(12) }
+            }
+            // 333,333 coroutines were reaped: the heap was tidied when the loop last went idle.
+            var tidied = false
+            for _ in 0..<5_000 where !tidied {
+                try? await Task.sleep(for: .milliseconds(2))   // lets the loop park (no signal for that)
+                let reaped = (try? await Kit.onSchedulerLoop(s) { s.reapedSinceHeapTidy }) ?? .max
+                tidied = reaped < CoroutineScheduler.heapTidyInterval
+            }
+            if !tidied { exit(13) }
+            s.stop()
+            if !(await Kit.eventually { s.isStopped }) { exit(14) }
+            if !(await Kit.eventually(timeout: .seconds(10)) { StackAllocator.shared.stacksInUse == before }) { exit(15) }
+        }
+    }
 }
 
 /// Touches about `depth` × 4 KiB of the calling stack.
