@@ -443,4 +443,110 @@ struct CoroutineStressTests {
         }
         #expect(ran.value == 40_000)
     }
+
+    /// Found in review 12b (pending launches keep their bodies in a ring of their own,
+    /// `PendingLaunchQueue`).
+    @Test("20,000 Coroutine.async launched without yielding (2,000 with COROUTINES_HEAVY_TESTS=0), after the ring's head moved: they start in order, every body and coroutine is released once, nothing stays pending",
+          arguments: [false, true])
+    func manyPendingGrowWrapped(freshScheduler: Bool) async throws {
+        // A third of the bodies yield, and wait behind the rest: under ThreadSanitizer
+        // (COROUTINES_HEAVY_TESTS=0) each of those also holds a fiber's mappings, and 20,000
+        // took the process to the vm.max_map_count limit beside the other suites.
+        let n = Kit.heavyTestsEnabled ? 20_000 : 2_000
+        let released = Kit.Counter()
+        let weak = Kit.WeakCoroutines()
+        let starts = Kit.Log<Int>()
+        let s = CoroutineScheduler(name: "r12b-grow-\(freshScheduler)")
+        defer { s.stop() }
+        if !freshScheduler {
+            // Warm the scheduler's stack cache so that launches switch directly.
+            try await Coroutine.async(on: s) { () throws -> Void in
+                let ps = (0..<100).map { i in Coroutine.async { i } }
+                for p in ps { _ = try p.await() }
+            }.value
+        }
+        let sum = try await Coroutine.async(on: s) { () throws -> Int in
+            // 40 run first: the ring's head is no longer at 0 when it grows.
+            let first = (0..<40).map { i in Coroutine.async { () -> Int in starts.append(-1); return i } }
+            try Coroutine.yield()
+            var ps: [Promise<Int>] = []
+            ps.reserveCapacity(n)
+            for i in 0..<n {
+                let tracker = Kit.Tracker(released)
+                ps.append(Coroutine.async { () throws -> Int in
+                    withExtendedLifetime(tracker) {}
+                    if i % 1000 == 0, let c = Coroutine.current { weak.add(c) }
+                    starts.append(i)
+                    if i % 3 == 0 { try Coroutine.yield() }
+                    return i
+                })
+            }
+            #expect(s.pendingLaunchCount.load(ordering: .relaxed) == n)
+            var total = 0
+            for p in first + ps { total += try p.await() }
+            return total
+        }.value
+        #expect(sum == (0..<40).reduce(0, +) + (0..<n).reduce(0, +))
+        let started = starts.all.filter { $0 >= 0 }
+        #expect(started == Array(0..<n), "launches did not start in launch order")
+        #expect(await Kit.eventually(timeout: .seconds(20)) { released.value == n }, "\(released.value) of \(n) bodies released")
+        #expect(await Kit.eventually(timeout: .seconds(20)) { weak.alive == 0 }, "\(weak.alive) coroutines alive")
+        #expect(s.pendingLaunchCount.load(ordering: .relaxed) == 0)
+        #expect(await Kit.eventually(timeout: .seconds(20)) { s.liveCount == 0 })
+    }
+
+    /// Found in review 12b (a lazily created `Coroutine.async` coroutine links its promise only
+    /// when its body starts).
+    @Test("a parent cancelled by a sibling while 3,000 Coroutine.async children are pending: the same outcomes lazily and eagerly (rejected with CancellationError, observers once, onCancel never, bodies released once)",
+          arguments: [false, true])
+    func parentCancelledWhilePending(eager: Bool) async throws {
+        let n = 3000
+        let released = Kit.Counter()
+        let ran = Kit.Counter()
+        let observed = Tally(n)
+        let cancelHandlers = Kit.Counter()
+        let weak = Kit.WeakCoroutines()
+        try await Kit.withScheduler("r12b-parent-\(eager)") { s in
+            let children = try await Coroutine.async(on: s) { () throws -> [Promise<Int>] in
+                let box = Kit.Box<[Promise<Int>]>([])
+                let queued = Promise<Void>()
+                let parent = Coroutine.launch {
+                    var ps: [Promise<Int>] = []
+                    for i in 0..<n {
+                        let tracker = Kit.Tracker(released)
+                        let p = Coroutine.async(name: eager ? "eager-\(i)" : nil) { () throws -> Int in
+                            withExtendedLifetime(tracker) {}
+                            if let c = Coroutine.current { weak.add(c) }
+                            ran.increment()
+                            return i
+                        }
+                        _ = p.always { _ in observed.bump(i) }
+                        p.onCancel { cancelHandlers.increment() }
+                        ps.append(p)
+                    }
+                    box.value = ps
+                    queued.fulfill(())
+                    // The sibling runs only when this coroutine suspends: the children are all
+                    // still queued behind it then.
+                    try Coroutine.delay(.seconds(60))
+                }
+                let sibling = Coroutine.async { () throws -> Void in
+                    try queued.await()
+                    parent.cancel()
+                }
+                try sibling.await()
+                try parent.join()
+                return box.value
+            }.value
+            #expect(children.count == n)
+            let outcomes = Set(children.map { Kit.describe($0.result) })
+            #expect(outcomes == ["cancelled"], "\(outcomes)")
+        }
+        #expect(ran.value == 0, "\(ran.value) bodies ran")
+        #expect(released.value == n, "\(released.value) of \(n) bodies released")
+        #expect(await Kit.eventually(timeout: .seconds(20)) { observed.all.allSatisfy { $0 >= 1 } })
+        #expect(observed.all.allSatisfy { $0 == 1 }, "observers not run exactly once")
+        #expect(cancelHandlers.value == 0, "onCancel ran \(cancelHandlers.value) times: the promise was rejected, not cancelled")
+        #expect(weak.count == 0)
+    }
 }

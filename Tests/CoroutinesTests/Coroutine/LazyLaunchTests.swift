@@ -443,4 +443,227 @@ struct LazyLaunchTests {
             #expect(try chosen.await() == 9)
         }
     }
+
+    // MARK: The pending-launch ring
+
+    /// Found in review 12b (pending launches keep their bodies in a ring of their own,
+    /// `PendingLaunchQueue`).
+    @Test("PendingLaunchQueue: growth across a wrapped head keeps FIFO; deallocate() with launches queued releases every body and parent reference once and never touches the observers")
+    func ringGrowthAndDeallocate() async throws {
+        try await Kit.withScheduler("r12b-ring") { s in
+            let released = Kit.Counter()
+            final class Parent: @unchecked Sendable { weak var c: Coroutine? }
+            let weakParent = Parent()
+            let order = Kit.Log<Int>()
+            let observers = (0..<4).map { _ in Promise<Int>() }
+            do {
+                let parent = Coroutine(scheduler: s, name: "ring-parent", stackSize: nil, reportsUnobservedErrors: false,
+                                       unstartedObserver: nil, body: {})
+                weakParent.c = parent
+                var q = PendingLaunchQueue(capacity: 8)
+                var next = 0
+                func push(_ k: Int) {
+                    for _ in 0..<k {
+                        let i = next
+                        next += 1
+                        let tracker = Kit.Tracker(released)
+                        q.append(PendingLaunch(observer: observers[i % 4], parent: Unmanaged.passUnretained(parent).retain(),
+                                               cancelAllCount: i),
+                                 body: { withExtendedLifetime(tracker) {}; order.append(i) })
+                    }
+                }
+                func pop(_ k: Int) throws {
+                    for _ in 0..<k {
+                        let (launch, body) = q.popFirst()
+                        #expect(launch.observer === observers[launch.cancelAllCount % 4])
+                        launch.parent.release()
+                        try body()
+                    }
+                }
+                push(6); try pop(5)          // head at 5 of 8
+                push(7)                      // 8 queued, wrapping
+                push(3000)                   // grows 8 → 4096 with a wrapped head, then again
+                try pop(1000)
+                push(5000)                   // grows with head at 1000
+                #expect(q.count == 1 + 7 + 3000 - 1000 + 5000)
+                try pop(2000)
+                #expect(order.all == Array(0..<3005), "FIFO broken across growth")
+                #expect(released.value == 3005, "\(released.value) bodies released after 3005 ran")
+                q.deallocate()               // 5,008 launches still queued
+                #expect(released.value == next, "\(released.value) of \(next) bodies released after deallocate()")
+                #expect(order.all.count == 3005, "deallocate() ran a body")
+            }
+            #expect(weakParent.c == nil, "a parent reference leaked (or was over-released) by the ring")
+            #expect(observers.allSatisfy { $0.isPending }, "deallocate() settled an observer")
+        }
+    }
+
+    // MARK: The coroutine a lazily started body runs in
+
+    /// Found in review 12b (a lazily created `Coroutine.async` coroutine links its promise only
+    /// when its body starts).
+    @Test("Coroutine.current inside a lazily started body: its own coroutine (not the parent's), stable across suspensions, joinable, finished with no error, then freed")
+    func currentInsideLazyBody() async throws {
+        let weak = Kit.WeakCoroutines()
+        try await Kit.withScheduler("r12b-current") { s in
+            let report = try await Coroutine.async(on: s) { () throws -> [String] in
+                let me = try #require(Coroutine.current)
+                var problems: [String] = []
+                let promises = (0..<3).map { i in
+                    Coroutine.async { () throws -> Coroutine? in
+                        let c = Coroutine.current
+                        if let c { weak.add(c) }
+                        try Coroutine.yield()
+                        if Coroutine.current !== c { throw Boom() }
+                        _ = i
+                        return c
+                    }
+                }
+                let children = try promises.map { try $0.await() }
+                for (i, c) in children.enumerated() {
+                    guard let c else { problems.append("\(i): no current coroutine"); continue }
+                    if c === me { problems.append("\(i): the parent's coroutine") }
+                    if c.scheduler !== s { problems.append("\(i): on \(c.scheduler.name)") }
+                    if c.name != nil { problems.append("\(i): named \(c.name!)") }
+                    try c.join()   // finishes just after settling its promise
+                    if !c.isFinished { problems.append("\(i): not finished after join") }
+                    if c.error != nil { problems.append("\(i): error \(c.error!)") }
+                    if c.isCancelled { problems.append("\(i): cancelled") }
+                }
+                if Set(children.compactMap { $0.map(ObjectIdentifier.init) }).count != 3 {
+                    problems.append("siblings share a coroutine")
+                }
+                return problems
+            }.value
+            #expect(report.isEmpty, "\(report)")
+        }
+        #expect(weak.count == 3)
+        #expect(await Kit.eventually(timeout: .seconds(20)) { weak.alive == 0 }, "\(weak.alive) coroutines alive")
+    }
+
+    /// Found in review 12b (a lazily created `Coroutine.async` coroutine links its promise only
+    /// when its body starts).
+    @Test("withTimeout inside a lazily started body: the delay is interrupted, the promise rejects with timedOut, the coroutine is freed")
+    func withTimeoutInsideLazyBody() async throws {
+        let weak = Kit.WeakCoroutines()
+        let released = Kit.Counter()
+        try await Kit.withScheduler("r12b-timeout") { s in
+            let outcomes = try await Coroutine.async(on: s) { () throws -> [String] in
+                let ps = (0..<20).map { i in
+                    let tracker = Kit.Tracker(released)
+                    return Coroutine.async { () throws -> Int in
+                        withExtendedLifetime(tracker) {}
+                        if let c = Coroutine.current { weak.add(c) }
+                        return try Coroutine.withTimeout(.milliseconds(i % 2 == 0 ? 50 : 30_000)) {
+                            if i % 2 == 0 { try Coroutine.delay(.seconds(60)) }
+                            return i
+                        }
+                    }
+                }
+                let start = ContinuousClock.now
+                let results = ps.map { p in Kit.describe(Result { try p.await() }) }
+                if ContinuousClock.now - start > .seconds(20) { return ["took \(ContinuousClock.now - start)"] }
+                return results
+            }.value
+            #expect(outcomes == (0..<20).map { $0 % 2 == 0 ? "timedOut" : "value \($0)" })
+        }
+        #expect(released.value == 20)
+        #expect(await Kit.eventually(timeout: .seconds(20)) { weak.alive == 0 }, "\(weak.alive) coroutines alive")
+    }
+
+    /// Found in review 12b (a lazily created `Coroutine.async` coroutine links its promise only
+    /// when its body starts).
+    @Test("cancel(after:) on a lazily started coroutine (Coroutine.current): it fires into a delay and rejects the promise; armed by a body that ends first, its timer does not keep the coroutine alive")
+    func cancelAfterOnLazyCoroutine() async throws {
+        let weak = Kit.WeakCoroutines()
+        try await Kit.withScheduler("r12b-cancel-after") { s in
+            let (fired, quick) = try await Coroutine.async(on: s) { () throws -> (String, String) in
+                let start = ContinuousClock.now
+                let fired = Coroutine.async { () throws -> Int in
+                    let me = try #require(Coroutine.current)
+                    weak.add(me)
+                    me.cancel(after: .milliseconds(50))
+                    try Coroutine.delay(.seconds(60))
+                    return 1
+                }
+                let quick = Coroutine.async { () throws -> Int in
+                    let me = try #require(Coroutine.current)
+                    weak.add(me)
+                    me.cancel(after: .seconds(600))   // released when the coroutine finishes
+                    return 2
+                }
+                let a = Kit.describe(Result { try fired.await() })
+                let b = Kit.describe(Result { try quick.await() })
+                if ContinuousClock.now - start > .seconds(20) { return ("took \(ContinuousClock.now - start)", b) }
+                return (a, b)
+            }.value
+            #expect(fired == "cancelled")
+            #expect(quick == "value 2")
+        }
+        #expect(weak.count == 2)
+        // A timer that kept `quick` would keep it for 600 s.
+        #expect(await Kit.eventually(timeout: .seconds(20)) { weak.alive == 0 }, "\(weak.alive) coroutines alive")
+    }
+
+    // MARK: Promise.cancel() once the body started
+
+    /// Found in review 12b (a lazily created `Coroutine.async` coroutine links its promise only
+    /// when its body starts).
+    @Test("Promise.cancel() from a sibling coroutine after a lazily created body started cancels its coroutine: the delay throws at once, onCancel runs once, the coroutine is freed",
+          arguments: [false, true])
+    func promiseCancelAfterStartReachesCoroutine(eager: Bool) async throws {
+        let weak = Kit.WeakCoroutines()
+        let cancelHandlers = Kit.Counter()
+        let unwound = Kit.Counter()
+        try await Kit.withScheduler("r12b-pcancel-started-\(eager)") { s in
+            let outcome = try await Coroutine.async(on: s) { () throws -> String in
+                let started = Promise<Void>()
+                let p = Coroutine.async(name: eager ? "eager" : nil) { () throws -> Int in
+                    defer { unwound.increment() }
+                    if let c = Coroutine.current { weak.add(c) }
+                    started.fulfill(())
+                    try Coroutine.delay(.seconds(60))
+                    return 1
+                }
+                p.onCancel { cancelHandlers.increment() }
+                let canceller = Coroutine.async { () throws -> Void in
+                    try started.await()
+                    p.cancel()
+                }
+                try canceller.await()
+                let start = ContinuousClock.now
+                let r = Kit.describe(Result { try p.await() })
+                // The body must end by the cancellation, not by the 60 s delay.
+                return ContinuousClock.now - start > .seconds(20) ? "took too long" : r
+            }.value
+            #expect(outcome == "cancelled")
+            // The delay was interrupted: the body unwound (a 60 s delay would make this fail).
+            #expect(await Kit.eventually(timeout: .seconds(20)) { unwound.value == 1 })
+        }
+        #expect(await Kit.eventually(timeout: .seconds(20)) { cancelHandlers.value == 1 })
+        #expect(await Kit.eventually(timeout: .seconds(20)) { weak.alive == 0 }, "\(weak.alive) coroutines alive")
+    }
+
+    /// Found in review 12b (a lazily created `Coroutine.async` coroutine links its promise only
+    /// when its body starts).
+    @Test("a lazily started body cancelling its own promise: the promise says cancelled, the next suspension throws, the body's later fulfil does not override")
+    func bodyCancelsOwnPromise() async throws {
+        try await Kit.run { () throws -> Void in
+            let own = Kit.Box<Promise<Int>?>(nil)
+            let afterCancel = Kit.Box<String>("not reached")
+            let p = Coroutine.async { () throws -> Int in
+                guard let me = own.value else { throw Boom() }   // set before the parent yields
+                me.cancel()
+                afterCancel.value = Coroutine.isActive ? "active" : "inactive"
+                do { try Coroutine.yield() } catch is CancellationError {
+                    afterCancel.value += ", yield threw"
+                    return 7   // its fulfil must lose
+                }
+                return 8
+            }
+            own.value = p
+            #expect(throws: CancellationError.self) { try p.await() }
+            #expect(afterCancel.value == "inactive, yield threw")
+        }
+    }
 }

@@ -218,4 +218,97 @@ struct PromiseStressTests {
             #expect(await Kit.eventually(timeout: .seconds(10)) { s.liveCount == 0 }, "liveCount \(s.liveCount)")
         }
     }
+
+    /// Found in review 12b (a lazily created `Coroutine.async` coroutine links its promise only
+    /// when its body starts).
+    @Test("Promise.cancel() from a plain thread, round by round, landing around the moment the body starts: each promise cancelled once (onCancel and observers once); a body that started is cancelled by the time cancel() returns; every body and coroutine released once")
+    func lockStepCancelAtStart() async throws {
+        let rounds = 1500
+        try await Kit.withScheduler("r12b-lockstep") { s in
+            let released = Kit.Counter()
+            let weak = Kit.WeakCoroutines()
+            let observed = Tally(rounds)
+            let cancelHandlers = Tally(rounds)
+            let cancelReturned = Atomic<Int>(-1)
+            let plainSpin = Atomic<Int>(200)
+            let escaped = Kit.Log<Int>()
+            let yieldReturned = Kit.Log<Int>()
+            let stuck = Kit.Log<Int>()
+            let ranBody = Tally(rounds)
+            let current = Kit.Box<Promise<Int>?>(nil)
+            let published = DispatchSemaphore(value: 0)
+            let cancelled = DispatchSemaphore(value: 0)
+            let launcher = Coroutine.async(on: s) { () throws -> [String] in
+                var results: [String] = []
+                var spin = 0
+                for i in 0..<rounds {
+                    let tracker = Kit.Tracker(released)
+                    let p = Coroutine.async { () throws -> Int in
+                        withExtendedLifetime(tracker) {}
+                        if i % 50 == 0, let c = Coroutine.current { weak.add(c) }
+                        ranBody.bump(i)
+                        // The body started, so its promise is still pending: this round's
+                        // cancel() must win and, once it returned, this coroutine is cancelled
+                        // (the promise linked it when the body started).
+                        let deadline = ContinuousClock.now + .seconds(20)
+                        while cancelReturned.load(ordering: .sequentiallyConsistent) < i {
+                            if ContinuousClock.now > deadline { stuck.append(i); break }
+                            ccoro_cpu_relax()
+                        }
+                        if Coroutine.isActive { escaped.append(i) }
+                        try Coroutine.yield()
+                        yieldReturned.append(i)
+                        return i
+                    }
+                    _ = p.always { _ in observed.bump(i) }
+                    p.onCancel { cancelHandlers.bump(i) }
+                    current.value = p
+                    published.signal()
+                    // The plain thread spins a while, then cancels; this coroutine spins `spin`
+                    // before it suspends and lets the launch start. `spin` follows the outcomes
+                    // (cancelled before the start: spin less; after: spin more), so that the
+                    // cancellations land around the body's start.
+                    for _ in 0..<spin { ccoro_cpu_relax() }   // a C call: never optimised away
+                    _ = try? p.await()
+                    cancelled.wait()   // cancel() returned (a plain wait: at most a brief spin away)
+                    results.append(Kit.describe(p.result))
+                    if ranBody.all[i] == 0 {
+                        if spin == 0 { plainSpin.add(25, ordering: .relaxed) }   // too early even so
+                        spin = max(0, spin - spin / 8 - 60)
+                    } else {
+                        spin = min(spin + spin / 8 + 40 + i % 3, 1_000_000)
+                    }
+                }
+                return results
+            }
+            try await Kit.onPlainThread {
+                for i in 0..<rounds {
+                    published.wait()
+                    guard let p = current.value else { continue }
+                    for _ in 0..<plainSpin.load(ordering: .relaxed) + (i % 7) * 10 { ccoro_cpu_relax() }
+                    p.cancel()
+                    cancelReturned.store(i, ordering: .sequentiallyConsistent)
+                    cancelled.signal()
+                }
+            }
+            let results = try await launcher.value
+            #expect(results.count == rounds)
+            #expect(await Kit.eventually(timeout: .seconds(20)) { released.value == rounds }, "\(released.value) of \(rounds) bodies released")
+            let ran = ranBody.all
+            let kinds = ["body dropped": ran.filter { $0 == 0 }.count, "body ran": ran.filter { $0 == 1 }.count]
+            #expect(results.allSatisfy { $0 == "cancelled" }, "\(results.enumerated().filter { $0.element != "cancelled" }.prefix(10))")
+            #expect(ran.allSatisfy { $0 <= 1 }, "a body ran twice")
+            #expect(stuck.all.isEmpty, "bodies never saw their round's cancel() return: \(stuck.all.prefix(10))")
+            #expect(escaped.all.isEmpty, "bodies still active after their promise's cancel() returned: \(escaped.all.prefix(10))")
+            #expect(yieldReturned.all.isEmpty, "a cancelled body's yield returned: \(yieldReturned.all.prefix(10))")
+            #expect(await Kit.eventually(timeout: .seconds(20)) { observed.all.allSatisfy { $0 >= 1 } })
+            _ = try await Kit.onSchedulerLoop(s) {}
+            #expect(observed.all.allSatisfy { $0 == 1 }, "observers not run exactly once")
+            #expect(await Kit.eventually(timeout: .seconds(20)) { cancelHandlers.all.allSatisfy { $0 >= 1 } })
+            #expect(cancelHandlers.all.allSatisfy { $0 == 1 }, "onCancel handlers not run exactly once")
+            #expect(await Kit.eventually(timeout: .seconds(20)) { weak.alive == 0 }, "\(weak.alive) coroutines alive")
+            #expect(await Kit.eventually(timeout: .seconds(20)) { s.liveCount == 0 }, "liveCount \(s.liveCount)")
+            print("Promise.cancel lock-step outcomes: \(kinds)")
+        }
+    }
 }
