@@ -549,4 +549,152 @@ struct CoroutineStressTests {
         #expect(cancelHandlers.value == 0, "onCancel ran \(cancelHandlers.value) times: the promise was rejected, not cancelled")
         #expect(weak.count == 0)
     }
+
+    // MARK: Lifetimes under the registry's single reference
+
+    /// From the lifetime tests written against the registry's single `Unmanaged` reference per
+    /// coroutine, the borrowed running coroutine (`withCurrent`) and the borrowed scheduler in
+    /// `wake`.
+    @Test("cancelled before they start (from a coroutine and from other threads): freed, bodies released once")
+    func cancelledBeforeStart() async throws {
+        let released = Kit.Counter()
+        let weak = Kit.WeakCoroutines()
+        let ran = Kit.Counter()
+        try await Kit.withScheduler("cancel-before-start") { s in
+            try await Kit.run {
+                let inner = Coroutine.launch(on: s) {
+                    for _ in 0..<200 {
+                        let t = Kit.Tracker(released)
+                        let c = Coroutine.launch { _ = t; ran.increment() }   // same scheduler
+                        weak.add(c)
+                        c.cancel()
+                    }
+                    try Coroutine.yield()
+                }
+                try inner.join()
+                // From a plain thread: launched and cancelled right away (posted, not yet run).
+                let handles = Kit.Box<[Coroutine]>([])
+                let t = Thread {
+                    var hs: [Coroutine] = []
+                    for _ in 0..<200 {
+                        let tr = Kit.Tracker(released)
+                        let c = Coroutine.launch(on: s) { _ = tr; ran.increment() }
+                        c.cancel()
+                        hs.append(c)
+                    }
+                    handles.value = hs
+                }
+                t.start()
+                while handles.value.count < 200 { try Coroutine.delay(.milliseconds(1)) }
+                for c in handles.value { try c.join(); weak.add(c) }
+                handles.value = []
+            }
+        }
+        #expect(ran.value <= 200)
+        #expect(await Kit.eventually { released.value == 400 }, "\(released.value) of 400 bodies released")
+        #expect(await Kit.eventually { weak.alive == 0 }, "\(weak.alive) coroutines still alive")
+    }
+
+    /// From the lifetime tests written against the registry's single `Unmanaged` reference per
+    /// coroutine, the borrowed running coroutine (`withCurrent`) and the borrowed scheduler in
+    /// `wake`.
+    @Test("dumpAll racing with coroutines finishing on other schedulers")
+    func dumpAllRacingFinish() async throws {
+        let weak = Kit.WeakCoroutines()
+        let a = CoroutineScheduler(name: "dump-a")
+        let b = CoroutineScheduler(name: "dump-b")
+        defer { a.stop(); b.stop() }
+        let stop = Kit.Box(false)
+        let dumps = Kit.Counter()
+        let dumping = Promise<Void>()
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask {
+                try await Kit.onPlainThread {
+                    while !stop.value {
+                        let text = Coroutine.dumpAll()
+                        precondition(!text.isEmpty)
+                        if dumps.increment() == 1 { dumping.fulfill(()) }
+                    }
+                }
+            }
+            group.addTask {
+                defer { stop.value = true }
+                // Launch only once the dumper runs: on a loaded machine the launches could
+                // otherwise all be over before its thread starts.
+                try await dumping.value
+                try await Kit.onPlainThreads(2) { k in
+                    let s = k == 0 ? a : b
+                    for i in 0..<3000 {
+                        let c = Coroutine.launch(on: s, name: "short-\(i)") {
+                            if i % 3 == 0 { try Coroutine.yield() }
+                            if i % 5 == 0 { _ = Coroutine.launch { try Coroutine.yield() } }
+                        }
+                        if i % 100 == 0 { weak.add(c) }
+                        if i % 11 == 0 { c.cancel() }
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        #expect(dumps.value > 0)
+        #expect(await Kit.eventually { weak.alive == 0 }, "\(weak.alive) alive; live: \(Coroutine.dumpAll().split(separator: "\n").filter { $0.contains("dump-") }.prefix(20))")
+    }
+
+    /// From the lifetime tests written against the registry's single `Unmanaged` reference per
+    /// coroutine, the borrowed running coroutine (`withCurrent`) and the borrowed scheduler in
+    /// `wake`.
+    @Test("a chain of thousands of generations, each finishing before its child, frees every one")
+    func deepChainParentFinishesFirst() async throws {
+        let weak = Kit.WeakCoroutines()
+        let leafGo = Promise<Void>()
+        let leafDone = Promise<Void>()
+        let depth = 3000
+        try await Kit.withScheduler("chain") { s in
+            @Sendable func generation(_ n: Int) {
+                let c = Coroutine.launch(on: s) {
+                    if n == depth {
+                        try leafGo.await()
+                        leafDone.fulfill(())
+                    } else {
+                        generation(n + 1)
+                    }
+                }
+                if n % 100 == 0 { weak.add(c) }
+            }
+            generation(0)
+            leafGo.fulfill(())
+            try await leafDone.value
+        }
+        #expect(await Kit.eventually { weak.alive == 0 }, "\(weak.alive) of \(weak.count) sampled generations alive")
+    }
+
+    /// From the lifetime tests written against the registry's single `Unmanaged` reference per
+    /// coroutine, the borrowed running coroutine (`withCurrent`) and the borrowed scheduler in
+    /// `wake`.
+    @Test("cancelling the root of a deep chain of joined generations unwinds all of them")
+    func deepChainCancelled() async throws {
+        let weak = Kit.WeakCoroutines()
+        let depth = 2000
+        let leafReady = Promise<Void>()
+        let rootHandle = try await Kit.withScheduler("chain-cancel") { s -> Coroutine in
+            @Sendable func generation(_ n: Int) throws {
+                if n == depth {
+                    leafReady.fulfill(())
+                    try Coroutine.delay(.seconds(60))
+                    return
+                }
+                let child = Coroutine.launch(on: s, stackSize: 16 * 1024) { try generation(n + 1) }
+                if n % 100 == 0 { weak.add(child) }
+                try child.join()
+                try Coroutine.checkCancellation()
+            }
+            let root = Coroutine.launch(on: s) { try generation(0) }
+            try await leafReady.value
+            root.cancel()
+            try await root.join()
+            return root
+        }
+        #expect(rootHandle.error is CancellationError)
+        #expect(await Kit.eventually { weak.alive == 0 }, "\(weak.alive) of \(weak.count) sampled generations alive")
+    }
 }

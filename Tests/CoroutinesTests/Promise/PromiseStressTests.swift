@@ -311,4 +311,71 @@ struct PromiseStressTests {
             print("Promise.cancel lock-step outcomes: \(kinds)")
         }
     }
+
+    // MARK: Awaiters racing settlement, cancellation and queries
+
+    /// From the lifetime tests written against the registry's single `Unmanaged` reference per
+    /// coroutine, the borrowed running coroutine (`withCurrent`) and the borrowed scheduler in
+    /// `wake`.
+    @Test("a promise awaited by many coroutines on two schedulers, half cancelled while it is fulfilled")
+    func promiseAwaitRacingCancel() async throws {
+        let a = CoroutineScheduler(name: "await-a")
+        let b = CoroutineScheduler(name: "await-b")
+        defer { a.stop(); b.stop() }
+        for round in 0..<50 {
+            let p = Promise<String>()
+            let registered = WaitGroup()
+            registered.add(40)
+            let outcomes = Kit.Log<String>()
+            let cs = (0..<40).map { i in
+                Coroutine.launch(on: i % 2 == 0 ? a : b) {
+                    registered.done()
+                    do { outcomes.append(try p.await()) } catch is CancellationError { outcomes.append("cancelled") }
+                }
+            }
+            try await Kit.run { try registered.wait() }
+            try await Kit.onPlainThreads(2) { k in
+                if k == 0 { p.fulfill("value \(round) with a heap-allocated string payload") }
+                else { for c in cs where c.hashValue & 1 == 0 { c.cancel() } }
+            }
+            try await Kit.run { for c in cs { try c.join() } }
+            let all = outcomes.all
+            #expect(all.count == 40)
+            #expect(all.allSatisfy { $0 == "cancelled" || $0 == "value \(round) with a heap-allocated string payload" })
+        }
+    }
+
+    /// From the lifetime tests written against the registry's single `Unmanaged` reference per
+    /// coroutine, the borrowed running coroutine (`withCurrent`) and the borrowed scheduler in
+    /// `wake`.
+    @Test("a woken awaiter reads the outcome while other threads query and observe the promise (TSan: no race)")
+    func promiseAwaitRacingQueries() async throws {
+        let a = CoroutineScheduler(name: "query-a")
+        defer { a.stop() }
+        for round in 0..<100 {
+            let p = Promise<String>()
+            let registered = Promise<Void>()
+            let awaiter = Coroutine.async(on: a) { () -> String in
+                registered.fulfill(())
+                return try p.await()
+            }
+            try await registered.value
+            let observed = Kit.Counter()
+            try await Kit.onPlainThreads(2) { k in
+                if k == 0 {
+                    p.fulfill("round \(round) " + String(repeating: "z", count: 32))
+                } else {
+                    // Queries and registrations that take the promise's lock while the woken
+                    // awaiter reads the outcome.
+                    for _ in 0..<200 {
+                        _ = p.isPending
+                        _ = p.result
+                        p.onCancel {}
+                    }
+                    _ = p.then { _ in observed.increment() }
+                }
+            }
+            #expect(try await awaiter.value == "round \(round) " + String(repeating: "z", count: 32))
+        }
+    }
 }

@@ -162,7 +162,186 @@ struct SchedulerStressTests {
         #expect(s.liveCount == 0)
         #expect(s.pendingLaunchCount.load(ordering: .relaxed) == 0)
     }
+
+    /// From the lifetime tests written against the registry's single `Unmanaged` reference per
+    /// coroutine, the borrowed running coroutine (`withCurrent`) and the borrowed scheduler in
+    /// `wake`.
+    @Test("coroutines launched onto a stopped scheduler finish, release their bodies once and are freed")
+    func launchOntoStopped() async throws {
+        let released = Kit.Counter()
+        let weak = Kit.WeakCoroutines()
+        let s = CoroutineScheduler(name: "stopped")
+        s.stop()
+        #expect(await Kit.eventually { s.isStopped })
+        try await Kit.onPlainThreads(2) { _ in
+            for _ in 0..<500 {
+                let t = Kit.Tracker(released)
+                let c = Coroutine.launch(on: s) { _ = t }
+                weak.add(c)
+                precondition(c.isFinished)
+                precondition(c.error is CoroutineError)
+            }
+        }
+        #expect(released.value == 1000)
+        #expect(weak.alive == 0)
+    }
+
+    /// From the lifetime tests written against the registry's single `Unmanaged` reference per
+    /// coroutine, the borrowed running coroutine (`withCurrent`) and the borrowed scheduler in
+    /// `wake`.
+    @Test("launches racing with stop: every coroutine finishes once, bodies are released once, nothing leaks")
+    func launchRacingStop() async throws {
+        for round in 0..<20 {
+            let released = Kit.Counter()
+            let ran = Kit.Counter()
+            let weak = Kit.WeakCoroutines()
+            let s = CoroutineScheduler(name: "racing-stop-\(round)")
+            let launched = Promise<Void>()
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    try await Kit.onPlainThreads(2) { k in
+                        for i in 0..<300 {
+                            let t = Kit.Tracker(released)
+                            let c = Coroutine.launch(on: s) {
+                                _ = t
+                                ran.increment()
+                                try Coroutine.yield()
+                                try Coroutine.delay(.milliseconds(1))
+                            }
+                            weak.add(c)
+                            if i == 50 && k == 0 { launched.fulfill(()) }
+                            if i % 7 == 0 { c.cancel() }
+                        }
+                    }
+                }
+                group.addTask {
+                    try await launched.value
+                    s.stop()
+                }
+                try await group.waitForAll()
+            }
+            #expect(await Kit.eventually { s.isStopped })
+            #expect(await Kit.eventually { released.value == 600 }, "round \(round): \(released.value) bodies released of 600")
+            #expect(await Kit.eventually { weak.alive == 0 }, "round \(round): \(weak.alive) coroutines still alive")
+            #expect(ran.value <= 600, "round \(round): \(ran.value) bodies ran for 600 launches")
+        }
+    }
+
+    /// From the lifetime tests written against the registry's single `Unmanaged` reference per
+    /// coroutine, the borrowed running coroutine (`withCurrent`) and the borrowed scheduler in
+    /// `wake`.
+    @Test("launches onto a scheduler that is stopping never keep its loop parked: it stops every time")
+    func launchesDuringStopLetTheLoopEnd() async throws {
+        // admit() registers a coroutine, then sees the stop request and finishes it on the
+        // launching thread. A loop that saw it registered used to park with nothing to wake it
+        // (once its idle spins had stopped paying off, as under load).
+        var stuck: [String] = []
+        for round in 0..<50 {
+            let s = CoroutineScheduler(name: "stopping-\(round)")
+            let idled = Kit.Counter(), launching = Kit.Counter()
+            let done = Kit.Box(false)
+            _ = Coroutine.launch(on: s) {
+                // Idle gaps with nobody posting: the loop stops spinning before it parks.
+                for _ in 0..<5 { try Coroutine.delay(.milliseconds(1)) }
+                idled.increment()
+                do { try Coroutine.delay(.seconds(60)) } catch {}   // until stop cancels it
+                // End once launches are under way: the loop's next look at its live count
+                // then races with their register-then-finish.
+                while launching.value < 2 {}
+            }
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    while idled.value == 0 { await Task.yield() }
+                    s.stop()
+                    try await Kit.onPlainThreads(2) { _ in
+                        var first = true
+                        while !done.value {
+                            _ = Coroutine.launch(on: s) {}
+                            if first { first = false; launching.increment() }
+                        }
+                    }
+                }
+                group.addTask {
+                    defer { done.value = true }
+                    while launching.value < 2 { await Task.yield() }
+                    if !(await Kit.eventually(timeout: .seconds(5)) { s.isStopped }) { throw StuckLoop() }
+                }
+                do { try await group.waitForAll() } catch is StuckLoop { stuck.append(s.name) }
+            }
+        }
+        #expect(stuck.isEmpty, "schedulers whose loop never ended: \(stuck)")
+    }
+
+    /// From the lifetime tests written against the registry's single `Unmanaged` reference per
+    /// coroutine, the borrowed running coroutine (`withCurrent`) and the borrowed scheduler in
+    /// `wake`.
+    @Test("stop cancels suspended coroutines that have joiners (coroutines, tasks) and cancel timers")
+    func stopWithJoinersAndTimers() async throws {
+        for round in 0..<10 {
+            let victim = CoroutineScheduler(name: "victim-\(round)")
+            let joinersDone = Kit.Counter()
+            let started = WaitGroup()
+            started.add(50)
+            var victims: [Coroutine] = []
+            for _ in 0..<50 {
+                let c = Coroutine.launch(on: victim) {
+                    started.done()
+                    let ch = Channel<Int>()
+                    _ = try ch.receive()   // forever, until cancelled
+                }
+                c.cancel(after: .seconds(60))
+                victims.append(c)
+            }
+            let list = victims
+            victims = []
+            try await Kit.withScheduler("joiners") { j in
+                let js = (0..<50).map { i in
+                    Coroutine.launch(on: j) {
+                        try list[i].join()
+                        joinersDone.increment()
+                    }
+                }
+                try await Kit.run { try started.wait() }
+                async let taskJoins: Void = {
+                    for c in list { try await c.join() }
+                }()
+                victim.stop()
+                try await taskJoins
+                try await Kit.run { for c in js { try c.join() } }
+            }
+            #expect(joinersDone.value == 50)
+            #expect(list.allSatisfy { $0.isFinished && $0.error is CancellationError })
+            #expect(await Kit.eventually { victim.isStopped })
+        }
+    }
+
+    /// From the lifetime tests written against the registry's single `Unmanaged` reference per
+    /// coroutine, the borrowed running coroutine (`withCurrent`) and the borrowed scheduler in
+    /// `wake`.
+    @Test("a dedicated scheduler whose last handle is dropped is woken from plain threads as it stops")
+    func wakeRacingSchedulerRelease() async throws {
+        for _ in 0..<200 {
+            let ch = Channel<Int>(capacity: 1)
+            let done = Promise<Void>()
+            let started = Promise<Void>()
+            do {
+                let s = CoroutineScheduler(name: "drop")
+                Coroutine.launch(on: s) {
+                    started.fulfill(())
+                    _ = try? ch.receive()
+                    done.fulfill(())
+                }
+                try await started.value
+                s.stop()   // cancels the receiver; meanwhile a plain thread sends
+            }
+            try await Kit.onPlainThread { _ = try? ch.send(1) }
+            try await done.value
+        }
+    }
 }
+
+/// Thrown when a stopped scheduler's loop did not end.
+private struct StuckLoop: Error {}
 
 extension Result {
     fileprivate var isSuccess: Bool { if case .success = self { true } else { false } }
