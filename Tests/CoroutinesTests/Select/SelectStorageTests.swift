@@ -4,6 +4,7 @@ import Testing
 
 private typealias Kit = CoroutineTestKit
 private typealias CK = ChannelTestKit
+private typealias Item = ChannelTestKit.Item
 
 /// An object that counts its deinitialisations, to check that a select destroys what its cases
 /// own exactly once.
@@ -18,6 +19,13 @@ private final class Token: Sendable {
 }
 
 private struct BuildFailed: Error {}
+
+/// A value larger than the select's stack buffer, with reference-counted fields.
+private struct Big: Sendable {
+    var items: [Item]
+    var label: String
+    var padding: SIMD32<Int64> = .zero
+}
 
 /// How select keeps its cases: on the coroutine's stack for a few small cases, on the heap
 /// beyond that (the rules of `select` in <doc:ChannelsAndSelect> must not depend on which).
@@ -198,5 +206,75 @@ struct SelectStorageTests {
         }
         #expect(threw)
         #expect(destroyed.value == 1)
+    }
+
+    /// From the tests written against select's cases in a stack buffer: many cases, large values
+    /// with reference-counted fields, captured contexts, races with close and cancellation, select
+    /// in generators.
+    @Test("large values with reference-counted fields through select (stack buffer overflow to the heap)")
+    func largeNonTrivialValues() async throws {
+        let created = Kit.Counter()
+        let destroyed = Kit.Counter()
+        let got = try await Kit.run { () -> [String] in
+            var results: [String] = []
+            let big = Channel<Big>(capacity: 2)
+            let other = Channel<Big>()
+            for i in 0..<20 {
+                let value = Big(items: (0..<3).map { Item(i * 10 + $0, created, destroyed) }, label: "big \(i) " + String(repeating: "y", count: 40))
+                let unsent = Big(items: [Item(-1, created, destroyed)], label: "unsent")
+                let r: String = try select { s in
+                    s.send(value, to: big) { "sent \(i)" }
+                    s.send(unsent, to: other) { "never" }     // no receiver: never ready
+                    s.receive(from: other) { "never \($0?.label ?? "")" }
+                    s.receive(from: Channel<Big>()) { _ in "never" }
+                    s.send(unsent, to: Channel<Big>()) { "never" }
+                }
+                results.append(r)
+                let back: String = try select { s in
+                    s.receive(from: big) { "\($0!.label) \($0!.items.map(\.id))" }
+                    s.receive(from: other) { _ in "never" }
+                }
+                results.append(back)
+            }
+            return results
+        }
+        #expect(got.count == 40)
+        #expect(got[1] == "big 0 \(String(repeating: "y", count: 40)) [0, 1, 2]")
+        #expect(got[39] == "big 19 \(String(repeating: "y", count: 40)) [190, 191, 192]")
+        #expect(created.value == 80)
+        #expect(destroyed.value == 80)
+    }
+
+    /// From the tests written against select's cases in a stack buffer: many cases, large values
+    /// with reference-counted fields, captured contexts, races with close and cancellation, select
+    /// in generators.
+    @Test("select inside a generator body, suspending its host coroutine, with many cases")
+    func selectInsideGenerator() async throws {
+        let r = try await Kit.run { () -> [Int] in
+            let chans = (0..<6).map { _ in Channel<Int>() }
+            let producer = Coroutine.launch {
+                for i in 0..<60 { try chans[(i * 7) % 6].send(i) }
+                for ch in chans { ch.close() }
+            }
+            var open = Set(0..<6)
+            let g = Generator<Int> { yield in
+                while !open.isEmpty {
+                    let v: Int? = try select { s in
+                        for (k, ch) in chans.enumerated() where open.contains(k) {
+                            s.receive(from: ch) { v in
+                                if v == nil { open.remove(k) }
+                                return v
+                            }
+                        }
+                    }
+                    if let v { try yield(v) }
+                }
+            }
+            var out: [Int] = []
+            for v in g { out.append(v) }
+            try producer.join()
+            return out
+        }
+        #expect(r.sorted() == Array(0..<60))
     }
 }

@@ -75,6 +75,18 @@ enum ChannelTestKit {
         defer { for s in schedulers { s.stop() } }
         return try await body(schedulers)
     }
+
+    /// Counts its creations and deinitialisations (values that a select must destroy exactly once).
+    final class Item: Sendable {
+        let id: Int
+        let destroyed: CoroutineTestKit.Counter
+        init(_ id: Int, _ created: CoroutineTestKit.Counter, _ destroyed: CoroutineTestKit.Counter) {
+            self.id = id
+            self.destroyed = destroyed
+            created.increment()
+        }
+        deinit { destroyed.increment() }
+    }
 }
 
 /// The capacities most tests run at.
