@@ -52,4 +52,41 @@ struct GeneratorStressTests {
         #expect(await Kit.eventually { released.value == created.value }, "\(released.value) of \(created.value) released")
         #expect(await Kit.eventually { weak.alive == 0 })
     }
+
+    /// From the tests written against the intrusive wait queues, whose waiter records live on their
+    /// coroutines' stacks (ChannelWaiter.swift).
+    @Test("generators hosted by a coroutine select on channels fed from other threads and are dropped mid-stream: every value once")
+    func generatorsSelecting() async throws {
+        try await CK.withSchedulers(2, "wq-gen") { s in
+            let a = Channel<Int>(), b = Channel<Int>()
+            let n = 1500
+            let feeders = [a, b].enumerated().map { (j, ch) in
+                Coroutine.launch(on: s[j]) { for i in 0..<n { try ch.send(j * 100_000 + i) } }
+            }
+            let got = try await Kit.run { () -> [Int] in
+                var got: [Int] = []
+                var round = 0
+                while got.count < 2 * n {
+                    round += 1
+                    let take = 1 + round % 4
+                    let r = round
+                    let g = Generator<Int> { yield in
+                        while true {
+                            let v: Int? = try select { sel in
+                                sel.receive(from: a) { $0 }
+                                sel.receive(from: b) { $0 }
+                                sel.timeout(after: .microseconds(r % 30)) { nil }
+                            }
+                            if let v { try yield(v) }
+                        }
+                    }
+                    for v in g.prefix(take) { got.append(v) }
+                }
+                return got
+            }
+            for f in feeders { try await f.join() }
+            #expect(got.filter { $0 < 100_000 } == Array(0..<n))
+            #expect(got.filter { $0 >= 100_000 } == Array(100_000..<100_000 + n))
+        }
+    }
 }

@@ -15,6 +15,8 @@ private typealias Item = ChannelTestKit.Item
 /// ThreadSanitizer.
 @Suite("select under races", .serialized)
 struct SelectStressTests {
+    // MARK: Close, cancellation and timeouts racing selects
+
     /// Found in review 10 (`close` chains the claimed records of the waiters it wakes).
     @Test("close races selects naming one channel twice, on three schedulers: each select ends once, closed or with a value")
     func closeRacesSelectSameChannelTwice() async throws {
@@ -265,6 +267,220 @@ struct SelectStressTests {
             }
             #expect(sent.all.sorted() == received.all.sorted(), "\(sent.all.count) sent, \(received.all.count) received")
             #expect(sent.all.count > 0)
+        }
+    }
+
+    // MARK: Wait-queue records of select cases, on the coroutine's stack
+
+    /// From the tests written against the intrusive wait queues, whose waiter records live on their
+    /// coroutines' stacks (ChannelWaiter.swift).
+    @Test("selects with a send and a receive case on the same channel pair with each other across threads: conservation")
+    func selectSendAndReceiveSameChannel() async throws {
+        try await CK.withSchedulers(2, "wq-sr") { s in
+            let ch = Channel<Int>()
+            let sent = Kit.Log<Int>()
+            let received = Kit.Log<Int>()
+            let workers = (0..<6).map { k in
+                Coroutine.launch(on: s[k % 2]) {
+                    for i in 0..<600 {
+                        let v = k * 1_000_000 + i
+                        let r: Int? = try select { sel in
+                            sel.send(v, to: ch) { -1 }
+                            sel.receive(from: ch) { $0 }
+                            if i % 2 == 0 { sel.receive(from: ch) { $0 } }   // two receives on one channel
+                            sel.timeout(after: .microseconds(i % 50)) { nil }
+                        }
+                        if let r { if r == -1 { sent.append(v) } else { received.append(r) } }
+                    }
+                }
+            }
+            try await Kit.run {
+                for w in workers { try w.join() }
+                for w in workers { #expect(w.error == nil) }
+                // Nobody waits any more: every record was withdrawn or popped.
+                #expect(try ch.trySend(0) == false)
+                #expect(try ch.tryReceive() == nil)
+            }
+            let s = sent.all.sorted(), r = received.all.sorted()
+            #expect(s == r, "\(s.count) sent, \(r.count) received")
+            #expect(s.count > 0)
+        }
+    }
+
+    /// From the tests written against the intrusive wait queues, whose waiter records live on their
+    /// coroutines' stacks (ChannelWaiter.swift).
+    @Test("selects of seven cases (on the heap) with duplicate channels, a timeout and cancellation, against peers on other threads")
+    func bigSelectAgainstPeers() async throws {
+        try await CK.withSchedulers(3, "wq-big") { s in
+            let x = Channel<Int>(), y = Channel<Int>(capacity: 1), z = Channel<Int>()
+            let got = Kit.Log<Int>()      // received by the selects
+            let taken = Kit.Log<Int>()    // received from z by the peers
+            let offered = Kit.Log<Int>()  // sent to z by the selects
+            let n = 4000
+            let producers = [x, y].enumerated().map { (j, ch) in
+                Coroutine.launch(on: s[1 + j]) {
+                    for i in 0..<n { try ch.send(j * 1_000_000 + i) }
+                }
+            }
+            let drain = Coroutine.launch(on: s[2]) {
+                while let v = try? z.receive() { taken.append(v) }
+            }
+            let selectors = (0..<4).map { k in
+                Coroutine.launch(on: s[k % 3]) {
+                    var i = 0
+                    while true {
+                        i += 1
+                        let mine = 2_000_000 + k * 100_000 + i
+                        let r: Int?
+                        do {
+                            r = try select { sel in
+                                sel.receive(from: x) { $0 }
+                                sel.receive(from: y) { $0 }
+                                sel.receive(from: x) { $0 }
+                                sel.send(mine, to: z) { -1 }
+                                sel.receive(from: y) { $0 }
+                                sel.send(mine, to: z) { -1 }
+                                sel.receive(from: z) { $0.map { -$0 - 10 } }   // never pairs with itself
+                                sel.timeout(after: .microseconds(i % 20)) { -2 }
+                            }
+                        } catch is CancellationError { return }
+                        guard let r else { return }   // x or y closed
+                        if r == -1 { offered.append(mine) } else if r >= 0 { got.append(r) } else if r <= -10 { got.append(-r - 10) }
+                    }
+                }
+            }
+            try await Kit.run {
+                for p in producers { try p.join() }
+                // Everything produced was received; then stop the selectors.
+                while got.all.filter({ $0 < 2_000_000 }).count < 2 * n { try Coroutine.delay(.milliseconds(1)) }
+                selectors[0].cancel()
+                x.close(); y.close()
+                for c in selectors { try c.join() }
+                z.close()
+                try drain.join()
+            }
+            let fromProducers = got.all.filter { $0 < 2_000_000 }
+            #expect(fromProducers.sorted() == (Array(0..<n) + Array(1_000_000..<1_000_000 + n)).sorted())
+            let viaZ = got.all.filter { $0 >= 2_000_000 } + taken.all
+            #expect(viaZ.sorted() == offered.all.sorted(), "values through z lost or duplicated")
+        }
+    }
+
+    /// From the tests written against the intrusive wait queues, whose waiter records live on their
+    /// coroutines' stacks (ChannelWaiter.swift).
+    @Test("a select cancelled while wakers on other threads pop its records: no value lost, none taken twice")
+    func selectCancelledWhilePopped() async throws {
+        try await CK.withSchedulers(3, "wq-scp") { s in
+            let a = Channel<Int>(), b = Channel<Int>()
+            let received = Kit.Log<Int>()
+            for round in 0..<300 {
+                let sel = Coroutine.launch(on: s[0]) {
+                    do {
+                        let v: Int = try select { sel in
+                            sel.receive(from: a) { $0 ?? -1 }
+                            sel.receive(from: b) { $0 ?? -1 }
+                            sel.receive(from: a) { $0 ?? -1 }
+                        }
+                        received.append(v)
+                    } catch is CancellationError {}
+                }
+                try await Kit.run {
+                    try CK.waitUntilSuspended(sel)
+                    let pa = Coroutine.launch(on: s[1]) { try a.send(2 * round) }
+                    let pb = Coroutine.launch(on: s[2]) { try b.send(2 * round + 1) }
+                    jitter(round)
+                    sel.cancel()
+                    try sel.join()
+                    #expect(sel.error == nil)
+                    // Whatever the select did not take is still with its sender.
+                    let mine = received.all
+                    if !mine.contains(2 * round) { #expect(try a.receive() == 2 * round) }
+                    if !mine.contains(2 * round + 1) { #expect(try b.receive() == 2 * round + 1) }
+                    try pa.join(); try pb.join()
+                    #expect(try a.tryReceive() == nil)
+                    #expect(try b.tryReceive() == nil)
+                }
+            }
+            let all = received.all
+            #expect(Set(all).count == all.count)
+            #expect(all.allSatisfy { $0 >= 0 })
+        }
+    }
+
+    /// From the tests written against the intrusive wait queues, whose waiter records live on their
+    /// coroutines' stacks (ChannelWaiter.swift).
+    @Test("selects racing with close of one of their channels from another thread")
+    func selectVersusClose() async throws {
+        try await CK.withSchedulers(2, "wq-scl") { s in
+            let keep = Channel<Int>()   // never closed, shared by all rounds
+            let sink = Channel<Int>()   // never received from
+            for round in 0..<200 {
+                let doomed = Channel<Int>(capacity: round % 2)
+                let results = Kit.Log<String>()
+                let sels = (0..<5).map { k in
+                    Coroutine.launch(on: s[k % 2]) {
+                        results.append(CK.result {
+                            try select { sel in
+                                sel.receive(from: keep) { "keep \($0!)" }
+                                sel.receive(from: doomed) { $0 == nil ? "closed" : "value" }
+                                if k % 2 == 0 { sel.send(k, to: sink) { "sent sink" } }
+                                sel.receive(from: keep) { "keep \($0!)" }
+                                sel.receive(from: doomed) { $0 == nil ? "closed" : "value" }
+                            }
+                        })
+                    }
+                }
+                try await Kit.run {
+                    try CK.waitUntilSuspended(sels)
+                    let closer = Coroutine.launch(on: s[1]) { doomed.close() }
+                    jitter(round)
+                    try closer.join()
+                    for c in sels { try c.join() }
+                    #expect(try keep.trySend(1) == false, "a select record left in keep's queue")
+                    #expect(try keep.tryReceive() == nil)
+                    #expect(try sink.tryReceive() == nil, "a select record left in sink's queue")
+                }
+                #expect(results.all.count == 5)
+                #expect(results.all.allSatisfy { $0 == "closed" }, "\(results.all)")
+            }
+        }
+    }
+
+    /// From the tests written against the intrusive wait queues, whose waiter records live on their
+    /// coroutines' stacks (ChannelWaiter.swift).
+    @Test("after a select wins, times out or is cancelled, the next coroutine on the same stack scribbles over it: the other channels are clean")
+    func stackReuseAfterSelect() async throws {
+        try await Kit.withScheduler("wq-reuse") { s in
+            let a = Channel<Int>(), b = Channel<Int>(), c = Channel<Int>()
+            for round in 0..<60 {
+                let how = round % 3
+                let sel = Coroutine.launch(on: s) {
+                    _ = try? select { sel in
+                        sel.receive(from: a) { $0 ?? 0 }
+                        sel.receive(from: b) { $0 ?? 0 }
+                        sel.send(round, to: c) { 0 }
+                        sel.receive(from: b) { $0 ?? 0 }
+                        sel.receive(from: c) { $0 ?? 0 }
+                        if how == 1 { sel.timeout(after: .milliseconds(1)) { 0 } }
+                    }
+                }
+                try await Kit.run {
+                    if how != 1 { try CK.waitUntilSuspended(sel) }
+                    switch how {
+                    case 0: try a.send(round)
+                    case 2: sel.cancel()
+                    default: break
+                    }
+                    try sel.join()
+                    // Overwrite the stack the select ran on (the pool hands it to the next coroutine).
+                    let scribbler = Coroutine.launch(on: s) { scribble(Int.random(in: 1...1000)) }
+                    try scribbler.join()
+                    #expect(try b.trySend(1) == false, "a record left in b's queue")
+                    #expect(try c.trySend(1) == false, "a record left in c's receivers")
+                    #expect(try c.tryReceive() == nil, "a record left in c's senders")
+                    #expect(try a.trySend(1) == false)
+                }
+            }
         }
     }
 }
