@@ -137,6 +137,26 @@ struct ChannelCancellationTests {
         #expect(log == ["B sent and cancelled", "A got 7", "A next cancelled", "count 0"])
     }
 
+    /// The race between completion and a timeout, as <doc:Cancellation> states it.
+    ///
+    /// Found by review; the test failed before its fix.
+    @Test("a receive that completed as its timeout fired still returns its value")
+    func completedReceiveInExpiredScopeKeepsItsValue() async throws {
+        // The value is handed over before the scope's deadline passes; the body then spins past
+        // the deadline without suspending: withTimeout returns the value.
+        let value = try await CoroutineTestKit.run { () -> Int in
+            let channel = Channel<Int>(capacity: 1)
+            try channel.send(5)
+            return try Coroutine.withTimeout(.milliseconds(5)) { () -> Int in
+                let v = try channel.receive()
+                let end = ContinuousClock.now + .milliseconds(10)
+                while ContinuousClock.now < end {}
+                return v
+            }
+        }
+        #expect(value == 5)
+    }
+
     @Test("a send a peer already completed returns normally; the cancellation hits the next suspending call",
           arguments: TestCapacity.bounded)
     func sendCompletedBeforeCancel(capacity: TestCapacity) async throws {

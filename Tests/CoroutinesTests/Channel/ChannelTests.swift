@@ -567,6 +567,24 @@ struct ChannelBasicTests {
         #expect(count == 2)
     }
 
+    /// Found by review; the test failed before its fix.
+    @Test("withTimeout around `for x in channel` throws timedOut although the loop swallowed it")
+    func withTimeoutAroundIterator() async throws {
+        let outcome = try await CoroutineTestKit.run { () -> String in
+            let channel = Channel<Int>()                  // never closed
+            do {
+                return try Coroutine.withTimeout(.milliseconds(20)) { () -> String in
+                    var n = 0
+                    for _ in channel { n += 1 }
+                    return "loop ended normally after \(n) values"
+                }
+            } catch CoroutineError.timedOut {
+                return "timedOut"
+            }
+        }
+        #expect(outcome == "timedOut")
+    }
+
     // MARK: - Misuse (<doc:BadInputAndMisuse>)
 
     @Test("send, receive and select outside a coroutine throw notInCoroutine, never block, consume nothing")

@@ -324,6 +324,21 @@ struct CoroutineRunBridgeTests {
         #expect(ran.value == 0)
         #expect(weak.alive == 0)
     }
+
+    /// Found in review round 2.
+    @Test("Coroutine.run whose body throws cancels a sibling that keeps the run queue busy, then rethrows")
+    func bodyThrowsWhileSiblingSpins() async throws {
+        struct Fail: Error {}
+        let spinner = Kit.Box<Coroutine?>(nil)
+        await #expect(throws: Fail.self) {
+            try await Kit.run(limit: .seconds(10)) { () throws -> Int in
+                spinner.value = Coroutine.launch(name: "spinner") { while true { try Coroutine.yield() } }
+                try Coroutine.delay(.milliseconds(20))
+                throw Fail()
+            }
+        }
+        #expect(spinner.value?.error is CancellationError)
+    }
 }
 
 @Suite("Suspending calls outside a coroutine")

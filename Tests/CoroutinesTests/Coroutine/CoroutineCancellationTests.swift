@@ -411,6 +411,38 @@ struct CoroutineCancellationTests {
         #expect(child.error is CancellationError)
     }
 
+    /// What it checks: `cancel()` walks the chain iteratively (a recursive walk overflowed the
+    /// canceller's stack), and every generation unwinds. The limit only detects a hang: alone,
+    /// the chain unwinds in about 0.2 s. In the full parallel suite on two cores, while other
+    /// tests start hundreds of threads and map and unmap thousands of stacks, it took over 20 s
+    /// (issue 14; a sample then showed scheduler threads waiting in `mmap` and on the stack
+    /// allocator's lock, and the chain's coroutines cancelled and queued but not yet run). So
+    /// the limit is 120 s, and the watchdog lists what was still live.
+    ///
+    /// Found by review; the test failed before its fix.
+    @Test("cancelling the root of a 3,000-generation chain of children cancels them all without overflowing")
+    func deepCancellationChain() async throws {
+        let depth = 3_000
+        let finished = try await Kit.run(limit: .seconds(120)) {
+            // Given a chain where every coroutine launches one child, then waits
+            let built = Kit.Counter()
+            let allBuilt = Promise<Void>()
+            @Sendable func level(_ n: Int) throws {
+                if built.increment() == depth + 1 { allBuilt.fulfill(()) }
+                if n > 0 { Coroutine.launch(stackSize: 16 * 1024) { try level(n - 1) } }
+                try Coroutine.delay(.seconds(100))
+            }
+            let root = Coroutine.launch(stackSize: 16 * 1024) { try level(depth) }
+            try allBuilt.await()
+            // When the root is cancelled from a coroutine with a default stack
+            root.cancel()
+            try root.join()
+            // Then every generation unwinds (runBlocking's scheduler drains: all finished)
+            return root.error is CancellationError
+        }
+        #expect(finished)
+    }
+
     @Test("cancel(after:) cancels a suspended coroutine after the duration")
     func cancelAfter() async throws {
         try await Kit.withScheduler("cancel-after") { s in
@@ -441,5 +473,18 @@ struct CoroutineCancellationTests {
             #expect(armed == 0)
             #expect(!c.isCancelled)
         }
+    }
+
+    /// Found by review; the test failed before its fix.
+    @Test("cancel(after:) on coroutines of a stopped scheduler neither crashes nor arms anything")
+    func cancelAfterOnStoppedScheduler() async throws {
+        let s = CoroutineScheduler(name: "stopped")
+        let c = Coroutine.launch(on: s) {}
+        try await c.join()
+        s.stop()
+        try await Kit.onPlainThreads(2) { _ in
+            for _ in 0..<20_000 { c.cancel(after: .milliseconds(1)) }
+        }
+        #expect(c.isFinished && !c.isCancelled)
     }
 }

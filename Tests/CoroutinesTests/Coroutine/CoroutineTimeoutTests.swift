@@ -276,6 +276,24 @@ struct CoroutineTimeoutTests {
         #expect(log == ["body runs", "\(CoroutineError.timedOut)"])
     }
 
+    /// Found by review; the test failed before its fix.
+    @Test("withTimeout with zero duration times out the first suspending call, even a yield")
+    func zeroTimeoutTimesOutFirstSuspension() async throws {
+        let outcomes = try await Kit.run {
+            var outcomes: [String] = []
+            for d in [Duration.zero, .milliseconds(-5)] {
+                do {
+                    _ = try Coroutine.withTimeout(d) { try Coroutine.yield(); return 1 }
+                    outcomes.append("returned")
+                } catch CoroutineError.timedOut {
+                    outcomes.append("timedOut")
+                }
+            }
+            return outcomes
+        }
+        #expect(outcomes == ["timedOut", "timedOut"])
+    }
+
     @Test("100,000 finished, cancelled and timed-out delays leave no armed timer")
     func manyDelaysLeaveNoTimer() async throws {
         let report = try await Kit.run(limit: .seconds(120)) { () -> [String] in

@@ -117,3 +117,67 @@ struct UnobservedErrorTests {
         #expect(calls.isEmpty)
     }
 }
+
+extension UnobservedErrorTests {
+    @Suite("Unstarted coroutines")
+    struct UnstartedNotReported {
+        /// Found in review round 2.
+        @Test("a launch onto a stopped scheduler finishes with schedulerStopped and is not reported as unobserved")
+        func stoppedLaunchIsNotReported() async throws {
+            let reports = Kit.Log<String>()
+            Coroutine.unobservedErrorHandler = { c, e in
+                if c.name == "late" { reports.append("\(e)") }
+            }
+            defer { Coroutine.unobservedErrorHandler = Coroutine.defaultUnobservedErrorHandler }
+            let s = CoroutineScheduler(name: "stopped-for-good")
+            s.stop()
+            #expect(await Kit.eventually { s.isStopped })
+            let c = Coroutine.launch(on: s, name: "late") {}
+            try await c.join()
+            #expect(c.error as? CoroutineError == .schedulerStopped)
+            // A report would be queued at once as a job on a pool scheduler (the stopped one
+            // forwards its jobs there); a loop runs queued jobs before coroutines queued after
+            // them, so one coroutine per pool scheduler flushes any such report.
+            for pooled in SchedulerPool.default(for: .default).schedulers {
+                _ = try await Coroutine.async(on: pooled) { 0 }.value
+            }
+            #expect(reports.all.isEmpty)
+        }
+    }
+}
+
+extension UnobservedErrorTests {
+    @Suite("Handler storage")
+    struct HandlerStorage {
+        /// The address of a local in a frame of its own: how deep the stack is at the call.
+        @inline(never)
+        static func stackAddress() -> UInt {
+            var local = 0
+            return withUnsafeMutablePointer(to: &local) { UInt(bitPattern: $0) }
+        }
+
+        /// How many bytes of stack one call of the installed handler takes below the caller.
+        fileprivate static func callDepth(_ c: Coroutine, _ reached: Kit.Box<UInt>) -> UInt {
+            let top = stackAddress()
+            Coroutine.unobservedErrorHandler(c, CancellationError())
+            return top &- reached.value
+        }
+
+        /// A regression test: each read of the handler once wrapped it in two more thunks.
+        @Test("reading unobservedErrorHandler does not wrap it: after 1,000 reads, a call is no deeper")
+        func readsDoNotWrap() async throws {
+            // Given a handler that records how deep in the stack it runs
+            let reached = Kit.Box<UInt>(0)
+            Coroutine.unobservedErrorHandler = { _, _ in reached.value = HandlerStorage.stackAddress() }
+            defer { Coroutine.unobservedErrorHandler = Coroutine.defaultUnobservedErrorHandler }
+            let c = Coroutine.launch(name: "depth-probe") {}
+            try await c.join()
+            let before = Self.callDepth(c, reached)
+            // When the handler is read 1,000 times (each unobserved error reads it once)
+            for _ in 0..<1_000 { _ = Coroutine.unobservedErrorHandler }
+            // Then calling it takes exactly as much stack as before (a reabstraction thunk per
+            // read would add 2,000 frames)
+            #expect(Self.callDepth(c, reached) == before)
+        }
+    }
+}

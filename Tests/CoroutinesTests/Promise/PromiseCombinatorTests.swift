@@ -313,4 +313,16 @@ struct PromiseTimeoutTests {
         // Then it has timed out
         #expect(outcome == "rejected: \(PromiseError.timedOut)")
     }
+
+    /// Found by review; the test failed before its fix.
+    @Test("Promise.timeout armed on a dedicated scheduler still fires after that scheduler stopped")
+    func promiseTimeoutOutlivesStoppedScheduler() async throws {
+        // Given a timeout armed from a coroutine on a scheduler that is then stopped
+        let s = CoroutineScheduler(name: "short-lived")
+        let never = Promise<Int>()
+        let derived = try await Coroutine.async(on: s) { never.timeout(.milliseconds(50)) }.value
+        s.stop()
+        // Then the derived promise is still rejected with timedOut
+        await #expect(throws: PromiseError.timedOut) { try await derived.value }
+    }
 }

@@ -187,4 +187,29 @@ struct PollDescriptorTests {
             try feeder.join()
         }
     }
+
+    /// Found by review; the test failed before its fix.
+    @Test("two coroutines waiting for the same descriptor are both woken when it becomes readable")
+    func twoReadersOneDescriptor() async throws {
+        let (r, w) = try Kit.makePipe()
+        defer { close(r); close(w) }
+        let woken = try await Kit.run(limit: .seconds(10)) {
+            // Given two coroutines suspended in waitUntilReadable on one pipe
+            let count = Kit.Counter()
+            let a = Coroutine.launch(name: "reader-A") { try Coroutine.waitUntilReadable(r); _ = count.increment() }
+            let b = Coroutine.launch(name: "reader-B") { try Coroutine.waitUntilReadable(r); _ = count.increment() }
+            try Coroutine.yield()
+            try Coroutine.yield()
+            // When one byte arrives
+            var byte: UInt8 = 1
+            _ = write(w, &byte, 1)
+            // Then both return
+            try Coroutine.withTimeout(.seconds(5)) {
+                try a.join()
+                try b.join()
+            }
+            return count.value
+        }
+        #expect(woken == 2)
+    }
 }

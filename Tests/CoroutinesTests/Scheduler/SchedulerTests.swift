@@ -169,6 +169,22 @@ struct SchedulerTests {
         #expect(Set(outcome.dropLast()) == ["stopped", "closed", "finished"], "\(Set(outcome))")
     }
 
+    /// A regression test: `stop()` was once not handled while coroutines kept the run queue busy.
+    @Test("stop() cancels coroutines that never let the run queue empty (yield loops)")
+    func stopCancelsYieldLoops() async throws {
+        // Given two coroutines that yield to each other forever
+        let s = CoroutineScheduler(name: "busy")
+        let a = Coroutine.launch(on: s) { while true { try Coroutine.yield() } }
+        let b = Coroutine.launch(on: s) { while true { try Coroutine.yield() } }
+        // When the scheduler is stopped
+        s.stop()
+        // Then both are cancelled and finish
+        try await a.join()
+        try await b.join()
+        #expect(a.error is CancellationError)
+        #expect(b.error is CancellationError)
+    }
+
     // MARK: Threads
 
     @Test("a coroutine resumes on its scheduler's thread after every suspension, whoever wakes it")

@@ -277,4 +277,52 @@ struct SelectStorageTests {
         }
         #expect(r.sorted() == Array(0..<60))
     }
+
+    // MARK: Losing send cases
+
+    /// Counts live instances, to catch leaked or doubly released channel values.
+    final class Live: Sendable {
+        let count = Atomic<Int>(0)
+        var value: Int { count.load(ordering: .sequentiallyConsistent) }
+    }
+
+    final class Tracked: Sendable {
+        let live: Live
+        init(_ live: Live) {
+            self.live = live
+            live.count.wrappingAdd(1, ordering: .sequentiallyConsistent)
+        }
+        deinit { live.count.wrappingSubtract(1, ordering: .sequentiallyConsistent) }
+    }
+
+    enum Loser: CaseIterable, Sendable { case receiveWins, otherSendWins, timeoutWins, cancelled }
+
+    /// Found by review; the test failed before its fix.
+    @Test("a select's send case that does not win leaves no copy of its value alive", arguments: Loser.allCases)
+    func losingSendCaseReleasesItsValue(_ loser: Loser) async throws {
+        let live = Live()
+        try await CoroutineTestKit.run {
+            let out = Channel<Tracked>(), other = Channel<Tracked>(), input = Channel<Int>()
+            let selecting = Coroutine.launch {
+                _ = try? select { s in
+                    s.send(Tracked(live), to: out) { "sent" }
+                    switch loser {
+                    case .receiveWins: s.receive(from: input) { _ in "received" }
+                    case .otherSendWins: s.send(Tracked(live), to: other) { "other" }
+                    case .timeoutWins: s.timeout(after: .milliseconds(5)) { "timeout" }
+                    case .cancelled: break
+                    }
+                }
+            }
+            try ChannelTestKit.waitUntilSuspended(selecting)
+            switch loser {
+            case .receiveWins: try input.send(7)
+            case .otherSendWins: _ = try other.receive()
+            case .timeoutWins: break
+            case .cancelled: selecting.cancel()
+            }
+            try selecting.join()
+        }
+        #expect(live.value == 0)
+    }
 }
