@@ -10,9 +10,15 @@ import Glibc
 import Darwin
 #endif
 
-/// Adversarial tests for the persistent edge-triggered socket registrations.
-@Suite("TCP sockets: adversarial edge-triggered use")
-struct SocketBreakTests {
+/// TCP sockets under churn and races: reads that time out and resume, peers that reset, readers
+/// cancelled while their socket is closed from another thread and its number reused at once, on
+/// the persistent edge-triggered registrations (<doc:Sockets>).
+///
+/// Serialized, like every stress suite: each test loads the machine on its own (threads,
+/// descriptors). .ci/run runs the stress suites apart from the others under ThreadSanitizer.
+@Suite("TCP sockets under churn and races", .serialized)
+struct SocketStressTests {
+    /// From the tests written against the persistent edge-triggered socket registrations.
     @Test("many connections on two schedulers: reads time out and resume, peers reset mid-stream; the stream stays intact and nothing hangs")
     func churnWithTimeoutsCancelsAndResets() async throws {
         let a = CoroutineScheduler(name: "churn-a")
@@ -73,6 +79,7 @@ struct SocketBreakTests {
         #expect(intact.locked { $0 } == 96)
     }
 
+    /// From the tests written against the persistent edge-triggered socket registrations.
     @Test("a reader cancelled, its socket closed from a plain thread and the number reused at once, in a loop")
     func cancelCloseReuseLoop() async throws {
         let s = CoroutineScheduler(name: "reuse-loop")
