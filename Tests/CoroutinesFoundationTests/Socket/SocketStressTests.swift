@@ -14,8 +14,8 @@ import Darwin
 /// cancelled while their socket is closed from another thread and its number reused at once, on
 /// the persistent edge-triggered registrations (<doc:Sockets>).
 ///
-/// Serialized, like every stress suite: each test loads the machine on its own (threads,
-/// descriptors). .ci/run runs the stress suites apart from the others under ThreadSanitizer.
+/// Serialized: each test loads the machine on its own (threads, descriptors). .ci/run runs the
+/// stress suites apart from the others under ThreadSanitizer.
 @Suite("TCP sockets under churn and races", .serialized)
 struct SocketStressTests {
     /// From the tests written against the persistent edge-triggered socket registrations.

@@ -8,9 +8,8 @@ private typealias CK = ChannelTestKit
 
 /// Actors under races: cancelled while other threads post messages (<doc:Actors>).
 ///
-/// Serialized, like every stress suite: each test loads the machine on its own (threads, stacks and,
-/// under ThreadSanitizer, mappings). .ci/run runs the stress suites apart from the others under
-/// ThreadSanitizer.
+/// Serialized: each test loads the machine on its own (threads, stacks and, under ThreadSanitizer,
+/// mappings). .ci/run runs the stress suites apart from the others under ThreadSanitizer.
 @Suite("Actors under races", .serialized)
 struct ActorStressTests {
     /// From the tests written against the intrusive wait queues, whose waiter records live on their

@@ -14,9 +14,8 @@ private typealias CK = ChannelTestKit
 /// value is delivered exactly once (and in FIFO order where that is defined), and every waiter ends
 /// exactly once.
 ///
-/// Serialized, like every stress suite: each test loads the machine on its own (threads, stacks and,
-/// under ThreadSanitizer, mappings). .ci/run runs the stress suites apart from the others under
-/// ThreadSanitizer.
+/// Serialized: each test loads the machine on its own (threads, stacks and, under ThreadSanitizer,
+/// mappings). .ci/run runs the stress suites apart from the others under ThreadSanitizer.
 @Suite("Channel wait queues under races", .serialized)
 struct ChannelWaitQueueStressTests {
     // MARK: Wakes across threads and close

@@ -13,9 +13,8 @@ private typealias Tally = CoroutineTestKit.Tally
 /// with an `eager` argument run a lazily created `Coroutine.async` and the same call with a `name:`
 /// (`Kit.spawn`), which is never lazy, and expect the same.
 ///
-/// Serialized, like every stress suite: each test loads the machine on its own (threads, stacks and,
-/// under ThreadSanitizer, mappings). .ci/run runs the stress suites apart from the others under
-/// ThreadSanitizer.
+/// Serialized: each test loads the machine on its own (threads, stacks and, under ThreadSanitizer,
+/// mappings). .ci/run runs the stress suites apart from the others under ThreadSanitizer.
 @Suite("Coroutines under races and at scale", .serialized)
 struct CoroutineStressTests {
     // MARK: Lifetimes

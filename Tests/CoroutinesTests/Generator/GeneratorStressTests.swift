@@ -9,9 +9,8 @@ private typealias CK = ChannelTestKit
 /// Generators under races: hosted by coroutines that finish, are cancelled or suspend inside the
 /// generator, and selecting on channels fed from other threads (<doc:Generators>).
 ///
-/// Serialized, like every stress suite: each test loads the machine on its own (threads, stacks and,
-/// under ThreadSanitizer, mappings). .ci/run runs the stress suites apart from the others under
-/// ThreadSanitizer.
+/// Serialized: each test loads the machine on its own (threads, stacks and, under ThreadSanitizer,
+/// mappings). .ci/run runs the stress suites apart from the others under ThreadSanitizer.
 @Suite("Generators under races", .serialized)
 struct GeneratorStressTests {
     /// From the lifetime tests written against the registry's single `Unmanaged` reference per

@@ -19,9 +19,8 @@ private final class Indices: Sendable {
 /// start, suspend or finish, and awaiters cancelled while other threads settle and query the
 /// promise (<doc:Promises>).
 ///
-/// Serialized, like every stress suite: each test loads the machine on its own (threads, stacks and,
-/// under ThreadSanitizer, mappings). .ci/run runs the stress suites apart from the others under
-/// ThreadSanitizer.
+/// Serialized: each test loads the machine on its own (threads, stacks and, under ThreadSanitizer,
+/// mappings). .ci/run runs the stress suites apart from the others under ThreadSanitizer.
 @Suite("Promises under races", .serialized)
 struct PromiseStressTests {
     // MARK: Promise.cancel racing the coroutine of Coroutine.async

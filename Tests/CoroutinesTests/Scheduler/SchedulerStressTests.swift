@@ -11,9 +11,8 @@ private typealias Tally = CoroutineTestKit.Tally
 /// Schedulers stopped while other threads launch, cancel and wake: every coroutine finishes once,
 /// every body is released once, every loop ends (<doc:BlockingAndStopping>).
 ///
-/// Serialized, like every stress suite: each test loads the machine on its own (threads, stacks and,
-/// under ThreadSanitizer, mappings). .ci/run runs the stress suites apart from the others under
-/// ThreadSanitizer.
+/// Serialized: each test loads the machine on its own (threads, stacks and, under ThreadSanitizer,
+/// mappings). .ci/run runs the stress suites apart from the others under ThreadSanitizer.
 @Suite("Schedulers stopped under races", .serialized)
 struct SchedulerStressTests {
     /// Found in review 10 (the run queue holds no references to its coroutines).

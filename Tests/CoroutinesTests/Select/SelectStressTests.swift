@@ -10,9 +10,8 @@ private typealias Item = ChannelTestKit.Item
 /// select under races: cases on the same channels as peers on other threads, `close`,
 /// cancellation and timeouts (<doc:ChannelsAndSelect>).
 ///
-/// Serialized, like every stress suite: each test loads the machine on its own (threads, stacks and,
-/// under ThreadSanitizer, mappings). .ci/run runs the stress suites apart from the others under
-/// ThreadSanitizer.
+/// Serialized: each test loads the machine on its own (threads, stacks and, under ThreadSanitizer,
+/// mappings). .ci/run runs the stress suites apart from the others under ThreadSanitizer.
 @Suite("select under races", .serialized)
 struct SelectStressTests {
     // MARK: Close, cancellation and timeouts racing selects

@@ -7,9 +7,8 @@ private typealias Kit = CoroutineTestKit
 
 /// Stacks mapped and released from several threads at once (<doc:Stacks>).
 ///
-/// Serialized, like every stress suite: each test loads the machine on its own (threads, stacks and,
-/// under ThreadSanitizer, mappings). .ci/run runs the stress suites apart from the others under
-/// ThreadSanitizer.
+/// Serialized: each test loads the machine on its own (threads, stacks and, under ThreadSanitizer,
+/// mappings). .ci/run runs the stress suites apart from the others under ThreadSanitizer.
 @Suite("Coroutine stacks under races", .serialized)
 struct StackStressTests {
     /// Found in review 10 (coloured stacks).
