@@ -1,0 +1,552 @@
+import CCoroutines
+import Foundation
+import Synchronization
+import Testing
+@testable import Coroutines
+
+private typealias Kit = CoroutineTestKit
+
+/// Hands a generator from one coroutine to another.
+private final class GeneratorSlot: @unchecked Sendable { var g: Generator<Int>? }
+
+/// A weak reference to a coroutine, shared with the coroutines of a test.
+private final class WeakCoroutineRef: @unchecked Sendable { weak var c: Coroutine? }
+
+/// A non-throwing visitor API (like a parser delegate): the callback cannot throw.
+private func forEachSynchronously(_ range: Range<Int>, _ body: (Int) -> Void) {
+    for i in range { body(i) }
+}
+
+/// A tree for the recursive-walk tests.
+indirect enum GeneratorTestTree: Sendable {
+    case leaf
+    case node(GeneratorTestTree, Int, GeneratorTestTree)
+
+    /// A balanced tree holding `range` (in order).
+    static func balanced(_ range: Range<Int>) -> GeneratorTestTree {
+        guard !range.isEmpty else { return .leaf }
+        let mid = range.lowerBound + range.count / 2
+        return .node(balanced(range.lowerBound..<mid), mid, balanced(mid + 1..<range.upperBound))
+    }
+
+    /// A degenerate tree (a list leaning right) of depth `n`.
+    static func spine(_ n: Int) -> GeneratorTestTree {
+        var t = GeneratorTestTree.leaf
+        for i in (0..<n).reversed() { t = .node(.leaf, i, t) }
+        return t
+    }
+
+    /// In-order walk that yields from inside the recursion.
+    func walk(_ yield: Yield<Int>) throws {
+        guard case .node(let l, let v, let r) = self else { return }
+        try l.walk(yield)
+        try yield(v)
+        try r.walk(yield)
+    }
+}
+
+private struct BodyError: Error, Equatable { let code: Int }
+
+/// Holds a generator weakly so that its own body can reach it (re-entrancy tests).
+final class GeneratorHolder<Element> {
+    weak var generator: Generator<Element>?
+}
+
+/// Generators, as the Generators article states them (<doc:Generators>).
+@Suite("Generators")
+struct GeneratorTests {
+    // MARK: Laziness and stepping
+
+    @Test("nothing runs before the first next()")
+    func lazyStart() {
+        var log: [String] = []
+        let g = Generator<Int> { yield in
+            log.append("body started")
+            try yield(1)
+        }
+        #expect(log.isEmpty)
+        #expect(g.frame.pointee.stack == nil, "no stack is taken before the first next()")
+        #expect(g.next() == 1)
+        #expect(log == ["body started"])
+    }
+
+    @Test("producer and consumer side effects interleave exactly one step at a time")
+    func interleaving() {
+        var log: [String] = []
+        let g = Generator<Int> { yield in
+            for i in 0..<3 {
+                log.append("produce \(i)")
+                try yield(i)
+                log.append("resumed after \(i)")
+            }
+            log.append("body end")
+        }
+        while let v = g.next() { log.append("consume \(v)") }
+        #expect(log == ["produce 0", "consume 0", "resumed after 0",
+                        "produce 1", "consume 1", "resumed after 1",
+                        "produce 2", "consume 2", "resumed after 2", "body end"])
+    }
+
+    @Test("a generator is a Sequence: for-in, prefix, map")
+    func sequence() {
+        let naturals = Generator<Int> { yield in
+            var i = 0
+            while true { try yield(i); i += 1 }
+        }
+        #expect(Array(naturals.prefix(10)) == Array(0..<10))
+        // prefix consumed exactly 10 (the 11th was never asked for): the next is 10.
+        #expect(naturals.next() == 10)
+        var squares: [Int] = []
+        for n in Generator<Int>({ yield in for i in 1...4 { try yield(i * i) } }) { squares.append(n) }
+        #expect(squares == [1, 4, 9, 16])
+    }
+
+    @Test("yield works from deep recursion (a tree walk)")
+    func recursiveWalk() {
+        let tree = GeneratorTestTree.balanced(0..<1000)
+        let g = Generator<Int> { yield in try tree.walk(yield) }
+        #expect(Array(g) == Array(0..<1000))
+        // A 2,000-deep spine on a 1 MiB stack: yield from the bottom of the recursion.
+        let spine = GeneratorTestTree.spine(2000)
+        let deep = Generator<Int>(stackSize: 1024 * 1024) { yield in try spine.walk(yield) }
+        #expect(Array(deep) == Array(0..<2000))
+    }
+
+    @Test("yield works inside a callback of a synchronous API")
+    func yieldInsideCallback() {
+        let g = Generator<String> { yield in
+            var failure: (any Error)?
+            ["a", "b", "c"].forEach { s in
+                guard failure == nil else { return }
+                do { try yield(s.uppercased()) } catch { failure = error }
+            }
+            if let failure { throw failure }
+        }
+        #expect(Array(g) == ["A", "B", "C"])
+    }
+
+    // MARK: Exhaustion and errors
+
+    @Test("after the body returns, next() returns nil forever and the body ran once")
+    func exhaustionIsIdempotent() {
+        var runs = 0
+        let g = Generator<Int> { yield in
+            runs += 1
+            try yield(1)
+            try yield(2)
+        }
+        #expect(g.next() == 1)
+        #expect(g.next() == 2)
+        #expect(g.next() == nil)
+        #expect(g.next() == nil)
+        #expect(g.next() == nil)
+        #expect(runs == 1)
+        #expect(g.error == nil)
+        #expect(g.frame.pointee.stack == nil, "the stack went back to the pool when the body returned")
+    }
+
+    @Test("an error thrown by the body ends the generator and is kept in error")
+    func errorIsKept() {
+        let g = Generator<Int> { yield in
+            try yield(1)
+            throw BodyError(code: 7)
+        }
+        #expect(g.error == nil)
+        #expect(g.next() == 1)
+        #expect(g.error == nil, "nothing thrown yet")
+        #expect(g.next() == nil)
+        #expect(g.error as? BodyError == BodyError(code: 7))
+        #expect(g.next() == nil)
+        #expect(g.error as? BodyError == BodyError(code: 7))
+    }
+
+    @Test("a body that throws before its first yield: next() is nil at once")
+    func throwsAtOnce() {
+        let g = Generator<Int> { _ in throw BodyError(code: 1) }
+        #expect(g.next() == nil)
+        #expect(g.error as? BodyError == BodyError(code: 1))
+    }
+
+    // MARK: Cancellation and release
+
+    @Test("cancel() of a suspended body: the pending yield throws, defer runs exactly once")
+    func cancelUnwinds() {
+        var log: [String] = []
+        let g = Generator<Int> { yield in
+            defer { log.append("defer") }
+            var i = 0
+            do {
+                while true { try yield(i); i += 1 }
+            } catch {
+                log.append("caught \(type(of: error))")
+                throw error
+            }
+        }
+        #expect(g.next() == 0)
+        #expect(g.next() == 1)
+        g.cancel()
+        #expect(log == ["caught CancellationError", "defer"])
+        #expect(g.error is CancellationError)
+        #expect(g.frame.pointee.stack == nil, "the stack went back to the pool")
+        #expect(g.next() == nil)
+        g.cancel()
+        #expect(log == ["caught CancellationError", "defer"], "a second cancel does nothing")
+    }
+
+    @Test("cancel() before the first next(): the body never runs")
+    func cancelBeforeStart() {
+        var ran = false
+        let g = Generator<Int> { yield in ran = true; try yield(1) }
+        g.cancel()
+        #expect(g.next() == nil)
+        #expect(!ran)
+        #expect(g.error == nil)
+    }
+
+    @Test("cancel() from inside the body: its next yield throws without switching")
+    func cancelFromInsideBody() {
+        let holder = GeneratorHolder<Int>()
+        var log: [String] = []
+        let g = Generator<Int> { yield in
+            try yield(1)
+            holder.generator?.cancel()
+            do { try yield(2) } catch { log.append("yield threw \(type(of: error))"); throw error }
+        }
+        holder.generator = g
+        #expect(g.next() == 1)
+        #expect(g.next() == nil)
+        #expect(log == ["yield threw CancellationError"])
+        #expect(g.error is CancellationError)
+    }
+
+    @Test("releasing an unfinished generator unwinds its body: defer runs exactly once")
+    func releaseUnwinds() {
+        var log: [String] = []
+        weak var weakGenerator: Generator<Int>?
+        do {
+            let g = Generator<Int> { yield in
+                defer { log.append("defer") }
+                var i = 0
+                while true { try yield(i); i += 1 }
+            }
+            weakGenerator = g
+            #expect(g.next() == 0)
+            #expect(g.next() == 1)
+            #expect(log.isEmpty)
+        }
+        #expect(weakGenerator == nil, "the suspended body holds no strong reference to its generator")
+        #expect(log == ["defer"])
+    }
+
+    @Test("releasing a generator that never started or already ended runs nothing")
+    func releaseIdle() {
+        var runs = 0
+        do { _ = Generator<Int> { _ in runs += 1 } }
+        #expect(runs == 0)
+        do {
+            let g = Generator<Int> { yield in runs += 1; try yield(1) }
+            #expect(Array(g) == [1])
+        }
+        #expect(runs == 1)
+    }
+
+    @Test("a body that swallows the cancellation in a non-throwing callback runs on to its end without switching")
+    func swallowingBodyRunsToEnd() {
+        var log: [String] = []
+        var failedYields = 0
+        let g = Generator<Int> { yield in
+            forEachSynchronously(0..<100) { i in
+                do { try yield(i) } catch { failedYields += 1 }
+            }
+            log.append("body end")
+        }
+        #expect(g.next() == 0)
+        #expect(g.next() == 1)
+        #expect(g.next() == 2)
+        g.cancel()
+        // The pending yield of 2 and the 97 later ones all threw; the body ended inside cancel().
+        #expect(failedYields == 98)
+        #expect(log == ["body end"])
+        #expect(g.error == nil, "the body swallowed the cancellation and returned normally")
+        #expect(g.next() == nil)
+    }
+
+    @Test("releasing generators in every state gives every stack back",
+          arguments: ["cancelled", "released", "exhausted", "threw"])
+    func stacksAreReturned(how: String) {
+        var defers = 0
+        for _ in 0..<200 {
+            let g = Generator<Int>(stackSize: 32 * 1024) { yield in
+                defer { defers += 1 }
+                try yield(1)
+                try yield(2)
+                if how == "threw" { throw BodyError(code: 0) }
+            }
+            #expect(g.next() == 1)
+            let stack = g.frame.pointee.stack
+            #expect(stack != nil)
+            switch how {
+            case "cancelled": g.cancel()
+            case "exhausted", "threw": while g.next() != nil {}
+            default: break
+            }
+            if how != "released" { #expect(g.frame.pointee.stack == nil) }
+        }
+        #expect(defers == 200)
+    }
+
+    // MARK: Threads and coroutines
+
+    @Test("a generator works on a plain thread that is not a scheduler thread")
+    func plainThread() async throws {
+        let (values, sameThread, noScheduler) = try await Kit.onPlainThread { () -> ([Int], Bool, Bool) in
+            let consumerThread = Kit.threadID()
+            var bodyThreads: Set<UInt64> = []
+            var schedulerSeen = false
+            let g = Generator<Int> { yield in
+                for i in 0..<5 {
+                    bodyThreads.insert(Kit.threadID())
+                    schedulerSeen = schedulerSeen || CoroutineScheduler.current != nil || Coroutine.current != nil
+                    try yield(i)
+                }
+            }
+            let values = Array(g)
+            return (values, bodyThreads == [consumerThread], !schedulerSeen)
+        }
+        #expect(values == [0, 1, 2, 3, 4])
+        #expect(sameThread, "the body runs on the consumer's thread")
+        #expect(noScheduler)
+    }
+
+    @Test("outside a coroutine the body sees no coroutine and a suspending call throws notInCoroutine")
+    func suspendingOutsideCoroutine() async throws {
+        let outcome = try await Kit.onPlainThread { () -> String in
+            let g = Generator<String> { yield in
+                do {
+                    try Coroutine.delay(.milliseconds(1))
+                    try yield("delayed")
+                } catch let e as CoroutineError {
+                    try yield("\(Coroutine.current == nil) \(e == .notInCoroutine)")
+                }
+            }
+            return g.next() ?? "nil"
+        }
+        #expect(outcome == "true true")
+    }
+
+    @Test("inside a coroutine the body runs on its behalf: Coroutine.current is the consumer, delay suspends it")
+    func insideCoroutine() async throws {
+        let log = try await Kit.run { () -> [String] in
+            let log = Kit.Log<String>()
+            let consumer = Coroutine.current!
+            let g = Generator<Int> { yield in
+                log.append("body sees consumer: \(Coroutine.current === consumer)")
+                // Suspends the consumer coroutine; its scheduler runs the other coroutine meanwhile.
+                try Coroutine.delay(.milliseconds(5))
+                log.append("body after delay")
+                try yield(1)
+                try Coroutine.yield()
+                log.append("body after Coroutine.yield")
+                try yield(2)
+            }
+            let other = Coroutine.launch {
+                log.append("other coroutine ran")
+            }
+            log.append("consumer got \(g.next().map(String.init) ?? "nil")")
+            log.append("consumer got \(g.next().map(String.init) ?? "nil")")
+            #expect(g.next() == nil)
+            try other.join()
+            return log.all
+        }
+        #expect(log == ["body sees consumer: true", "other coroutine ran", "body after delay",
+                        "consumer got 1", "body after Coroutine.yield", "consumer got 2"])
+    }
+
+    @Test("two coroutines on one scheduler each suspended inside their own generator's body")
+    func twoCoroutinesSuspendedInGenerators() async throws {
+        let totals = try await Kit.run { () -> [Int] in
+            let results = Kit.Log<Int>()
+            let workers = (0..<2).map { w in
+                Coroutine.launch {
+                    let g = Generator<Int> { yield in
+                        for i in 0..<20 {
+                            try Coroutine.delay(.microseconds(100 * (w + 1)))
+                            try yield(i * (w + 1))
+                        }
+                    }
+                    results.append(g.reduce(0, +))
+                }
+            }
+            for c in workers { try c.join() }
+            return results.all.sorted()
+        }
+        #expect(totals == [190, 380])
+    }
+
+    @Test("cancelling the consumer coroutine while the body waits inside delay ends the body with CancellationError")
+    func consumerCancelledInsideBody() async throws {
+        let outcome = try await Kit.run { () -> String in
+            let started = Promise<Void>()
+            let seen = Kit.Box("")
+            let c = Coroutine.launch {
+                let g = Generator<Int> { yield in
+                    started.fulfill(())
+                    try Coroutine.delay(.seconds(30))
+                    try yield(1)
+                }
+                let v = g.next()
+                seen.value = "\(v.map(String.init) ?? "nil") \(g.error is CancellationError)"
+            }
+            try started.await()
+            c.cancel()
+            try c.join()
+            return seen.value
+        }
+        #expect(outcome == "nil true")
+    }
+
+    @Test("nested generators inside a coroutine: the inner body suspends the coroutine and resumes on the inner stack")
+    func nestedGeneratorsSuspendingInCoroutine() async throws {
+        let (values, log) = try await Kit.run { () -> ([Int], [String]) in
+            let log = Kit.Log<String>()
+            let inner = Generator<Int> { yield in
+                for i in 0..<3 {
+                    try Coroutine.delay(.milliseconds(1))   // suspends the consumer coroutine
+                    try yield(i)
+                }
+            }
+            let outer = Generator<Int> { yield in
+                while let v = inner.next() {
+                    try Coroutine.yield()                   // suspends it from the outer stack too
+                    try yield(v * 10)
+                }
+            }
+            let ticker = Coroutine.launch {
+                for _ in 0..<3 { log.append("tick"); try Coroutine.yield() }
+            }
+            let values = Array(outer)
+            try ticker.join()
+            return (values, log.all)
+        }
+        #expect(values == [0, 10, 20])
+        #expect(log == ["tick", "tick", "tick"], "the other coroutine ran while the consumer was suspended in the bodies")
+    }
+
+    @Test("a generator on a scheduler's loop, outside any coroutine")
+    func onSchedulerLoop() async throws {
+        try await Kit.withScheduler("generator-loop") { s in
+            let values = try await Kit.onSchedulerLoop(s) { () -> [Int] in
+                Array(Generator<Int> { yield in for i in 0..<3 { try yield(i) } })
+            }
+            #expect(values == [0, 1, 2])
+        }
+    }
+
+    // MARK: Composition
+
+    @Test("chained generators: one yields another's next()")
+    func chained() {
+        let naturals = Generator<Int> { yield in
+            var i = 0
+            while true { try yield(i); i += 1 }
+        }
+        let evens = Generator<Int> { yield in
+            while let n = naturals.next(), n < 20 {
+                if n % 2 == 0 { try yield(n) }
+            }
+        }
+        let labels = Generator<String> { yield in
+            for e in evens { try yield("#\(e)") }
+        }
+        #expect(Array(labels) == (0..<10).map { "#\($0 * 2)" })
+    }
+
+    @Test("a generator of generators")
+    func generatorOfGenerators() {
+        let outer = Generator<Generator<Int>> { yield in
+            for row in 0..<3 {
+                try yield(Generator<Int> { inner in
+                    for col in 0..<3 { try inner(row * 10 + col) }
+                })
+            }
+        }
+        var seen: [[Int]] = []
+        for g in outer { seen.append(Array(g)) }
+        #expect(seen == [[0, 1, 2], [10, 11, 12], [20, 21, 22]])
+    }
+
+    @Test("a nested generator started inside a body and released there is unwound there")
+    func nestedReleaseInsideBody() {
+        var log: [String] = []
+        let outer = Generator<Int> { yield in
+            do {
+                let inner = Generator<Int> { y in
+                    defer { log.append("inner defer") }
+                    var i = 100
+                    while true { try y(i); i += 1 }
+                }
+                try yield(inner.next()!)
+                try yield(inner.next()!)
+            }
+            log.append("inner released")
+            try yield(0)
+        }
+        #expect(Array(outer) == [100, 101, 0])
+        #expect(log == ["inner defer", "inner released"])
+    }
+
+    @Test("many generators alternate without mixing their stacks")
+    func interleavedGenerators() {
+        let gs = (0..<50).map { k in
+            Generator<Int> { yield in
+                var local = [Int](repeating: k, count: 16)   // lives on across the switches
+                for i in 0..<100 { local[i % 16] = k; try yield(local.reduce(0, +) + i) }
+            }
+        }
+        for i in 0..<100 {
+            for (k, g) in gs.enumerated() { #expect(g.next() == 16 * k + i) }
+        }
+        #expect(gs.allSatisfy { $0.next() == nil })
+    }
+
+    // MARK: Timeout scopes
+
+    /// Found in review 10 (a coroutine counts its expired timeout scopes).
+    @Test("a generator suspended inside withTimeout, resumed by another coroutine after its first host finished")
+    func generatorTimeoutScopeOutlivesHost() async throws {
+        try await Kit.withScheduler("r10-gen") { s in
+            let slot = GeneratorSlot()
+            let weak = WeakCoroutineRef()
+            func startHost(_ duration: Duration) async throws {
+                let h1 = Coroutine.launch(on: s) {
+                    let g = Generator<Int> { y in
+                        try Coroutine.withTimeout(duration) { try y(1); try y(2) }
+                    }
+                    _ = g.next()
+                    slot.g = g
+                }
+                weak.c = h1
+                try await h1.join()
+            }
+            for duration: Duration in [.seconds(30), .milliseconds(1)] {
+                try await startHost(duration)
+                // A job after the join runs after the loop reaped the finished host.
+                let aliveAfterReap = try await Kit.onSchedulerLoop(s) { weak.c != nil }
+                // The scope's bookkeeping (and, for the short one, its timer) refers to the first host.
+                #expect(aliveAfterReap, "the host was freed while a generator body was still inside its withTimeout scope")
+                let h2 = Coroutine.launch(on: s) {
+                    if duration < .seconds(1) { try Coroutine.delay(.milliseconds(5)) }   // the scope's timer fires
+                    let g = slot.g!
+                    slot.g = nil
+                    var got: [Int] = []
+                    while let v = g.next() { got.append(v) }
+                    #expect(got == [2])
+                    #expect(Coroutine.current!.expiredTimeoutScopes == 0)
+                }
+                try await h2.join()
+                #expect(h2.error == nil)
+                #expect(try await Kit.onSchedulerLoop(s) { weak.c == nil })
+            }
+        }
+    }
+}

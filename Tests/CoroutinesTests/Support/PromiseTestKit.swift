@@ -1,0 +1,91 @@
+import Foundation
+import Synchronization
+import Testing
+@testable import Coroutines
+
+// Helpers shared by the promise tests (PromiseTests.swift, PromiseCombinatorTests.swift) and the
+// Swift-concurrency bridge tests (ConcurrencyBridgeTests.swift).
+
+enum PromiseTestError: Error, Equatable {
+    case boom, other, control
+    case code(Int)
+}
+
+/// A thread-safe append-only log.
+final class PromiseTestLog<Element: Sendable>: Sendable {
+    private let storage = Mutex<[Element]>([])
+    func append(_ e: Element) { storage.locked { $0.append(e) } }
+    var values: [Element] { storage.locked { $0 } }
+}
+
+/// A thread-safe flag that is set once.
+final class PromiseTestFlag: Sendable {
+    private let storage = Atomic<Bool>(false)
+    func set() { storage.store(true, ordering: .sequentiallyConsistent) }
+    var value: Bool { storage.load(ordering: .sequentiallyConsistent) }
+}
+
+func successValue<T>(_ r: Result<T, any Error>?) -> T? {
+    if case .success(let v)? = r { return v }
+    return nil
+}
+
+func failure<T>(_ r: Result<T, any Error>?) -> (any Error)? {
+    if case .failure(let e)? = r { return e }
+    return nil
+}
+
+/// Runs `body` with a fresh dedicated scheduler, stopped afterwards.
+func withTestScheduler<R>(_ body: (CoroutineScheduler) async throws -> R) async throws -> R {
+    let s = CoroutineScheduler(name: "promise-test")
+    defer { s.stop() }
+    return try await body(s)
+}
+
+/// Runs `body` with `count` fresh dedicated schedulers, stopped afterwards.
+func withTestSchedulers<R>(_ count: Int, _ body: ([CoroutineScheduler]) async throws -> R) async throws -> R {
+    let schedulers = (0..<count).map { CoroutineScheduler(name: "promise-test-\($0)") }
+    defer { for s in schedulers { s.stop() } }
+    return try await body(schedulers)
+}
+
+/// Runs `body` in a coroutine on `s` and returns its value.
+func onScheduler<T: Sendable>(_ s: CoroutineScheduler, _ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await Coroutine.async(on: s, body).value
+}
+
+/// Returns once everything queued on `s` before the call (coroutines and jobs) has had its turn.
+func flush(_ s: CoroutineScheduler) async throws {
+    try await Coroutine.async(on: s) {}.value
+}
+
+/// Where the calling code runs, for observer tests.
+func currentPlace() -> String {
+    let pool = SchedulerPool.default(for: .default).schedulers
+    let scheduler = CoroutineScheduler.current.map { s in pool.contains { $0 === s } ? "pool scheduler" : s.name } ?? "no scheduler"
+    return "\(scheduler), \(Coroutine.current == nil ? "no coroutine" : "in a coroutine")"
+}
+
+/// Polls `condition` (for states that have no signal of their own, such as "a waiter is
+/// registered"); records an issue and throws if it does not hold within five seconds.
+func waitUntil(_ what: String, sourceLocation: SourceLocation = #_sourceLocation,
+               _ condition: () -> Bool) async throws {
+    for _ in 0..<5_000 {
+        if condition() { return }
+        try await Task.sleep(for: .milliseconds(1))
+    }
+    Issue.record("timed out waiting until \(what)", sourceLocation: sourceLocation)
+    throw PromiseTestError.other
+}
+
+extension Promise {
+    /// The number of waiters (coroutines, tasks, observers) registered on this promise.
+    /// Mirrors `PromiseStateMachine`'s storage: update it when that layout changes.
+    var testWaiterCount: Int {
+        withState { s in
+            var n = s.others.count
+            s.coroutines.forEach { _ in n += 1 }
+            return n
+        }
+    }
+}
