@@ -17,19 +17,14 @@ extension CoroutineScheduler {
         c.status = .running
         let r = c.record.unsafelyUnwrapped
         ccoro_tls_set_coroutine(Unmanaged.passUnretained(c).toOpaque(), &r.pointee.running)
-        if ccoro_fibers_active != 0 {
-            ccoro_fiber_will_switch(r.pointee.fiber, r.pointee.stack.base, r.pointee.stack.size, &from.pointee.fake_stack, 0)
-        }
         // `ret` only where both sides suspended at the same call site: a started coroutine
         // switching directly to another (both in switchAway). Into a fresh stack's trampoline, or
         // from the loop, the return-stack prediction would miss: jump instead.
-        if c.hasRun && from != loopRecord {
-            ccoro_switch(&from.pointee.context, &r.pointee.context)
-        } else {
-            c.hasRun = true
-            ccoro_switch_jump(&from.pointee.context, &r.pointee.context)
-        }
-        if ccoro_fibers_active != 0 { ccoro_fiber_did_switch(from.pointee.fake_stack) }
+        let returning = c.hasRun && from != loopRecord
+        if !returning { c.hasRun = true }
+        switchContext(from: &from.pointee.context, to: &r.pointee.context,
+                      fiber: r.pointee.fiber, stackBottom: r.pointee.stack.base, stackSize: r.pointee.stack.size,
+                      fakeStack: &from.pointee.fake_stack, returning: returning)
     }
 
     /// Gives up the thread on behalf of the running coroutine `c`: switches directly to the next
@@ -46,12 +41,10 @@ extension CoroutineScheduler {
             return
         }
         ccoro_tls_set_coroutine(nil, nil)
-        if ccoro_fibers_active != 0 {
-            ccoro_fiber_will_switch(loopRecord.pointee.fiber, loopRecord.pointee.stack.base,
-                                    loopRecord.pointee.stack.size, &r.pointee.fake_stack, 0)
-        }
-        ccoro_switch_jump(&r.pointee.context, &loopRecord.pointee.context)   // to the loop's call site
-        if ccoro_fibers_active != 0 { ccoro_fiber_did_switch(r.pointee.fake_stack) }
+        // To the loop's call site (a jump: the loop switched from elsewhere).
+        switchContext(from: &r.pointee.context, to: &loopRecord.pointee.context,
+                      fiber: loopRecord.pointee.fiber, stackBottom: loopRecord.pointee.stack.base,
+                      stackSize: loopRecord.pointee.stack.size, fakeStack: &r.pointee.fake_stack)
     }
 
     /// Starts loading what the next few switches will touch, a step of the chain per switch:
@@ -144,8 +137,9 @@ extension CoroutineScheduler {
 /// return; its frame holds no Swift reference when it switches out for the last time.
 private let coroutineEntry: @convention(c) (UnsafeMutableRawPointer?) -> Void = { arg in
     let exit = runCoroutine(arg.unsafelyUnwrapped)
-    ccoro_fiber_will_switch(exit.loop.pointee.fiber, exit.loop.pointee.stack.base, exit.loop.pointee.stack.size, nil, 1)
-    ccoro_switch_jump(exit.from, UnsafeMutableRawPointer(exit.loop).assumingMemoryBound(to: ccoro_context.self))
+    switchContext(from: exit.from, to: UnsafeMutableRawPointer(exit.loop).assumingMemoryBound(to: ccoro_context.self),
+                  fiber: exit.loop.pointee.fiber, stackBottom: exit.loop.pointee.stack.base,
+                  stackSize: exit.loop.pointee.stack.size, fakeStack: nil)
     fatalError("internal inconsistency: a finished coroutine was resumed")
 }
 
@@ -157,7 +151,7 @@ private func runCoroutine(_ arg: UnsafeMutableRawPointer)
     // No reference is taken here: the scheduler's registry holds one until the loop reaps this
     // coroutine, after the final switch.
     Unmanaged<Coroutine>.fromOpaque(arg)._withUnsafeGuaranteedRef { c in
-        ccoro_fiber_did_switch(nil)
+        enterFreshStack()
         var thrown: (any Error)?
         if let body = c.body.take() {
             do { try body() } catch { thrown = error }
