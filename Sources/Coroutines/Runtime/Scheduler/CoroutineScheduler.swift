@@ -272,7 +272,7 @@ public final class CoroutineScheduler: @unchecked Sendable {
     }
 
     /// Links `entry` into the registry, which keeps its reference (+1).
-    private func register(_ entry: Unmanaged<Coroutine>) {
+    func register(_ entry: Unmanaged<Coroutine>) {
         withRegistry { r in
             entry._withUnsafeGuaranteedRef { $0.registryNext = r.head }
             r.head?._withUnsafeGuaranteedRef { $0.registryPrevious = entry }
@@ -340,43 +340,6 @@ public final class CoroutineScheduler: @unchecked Sendable {
         runQueue.append(Self.launchMarker)
         pendingLaunchCount.store(pendingLaunches.count, ordering: .relaxed)
         return true
-    }
-
-    /// Stands in the run queue for the oldest ``PendingLaunch``; never dereferenced. (Computed:
-    /// a stored static would be checked for initialisation at every use.)
-    @inline(__always)
-    static var launchMarker: Unmanaged<Coroutine> {
-        .fromOpaque(UnsafeRawPointer(bitPattern: 0x10).unsafelyUnwrapped)
-    }
-
-    /// The coroutine a run-queue entry stands for: the entry itself, or for a launch marker the
-    /// coroutine of the oldest pending launch, created now (``materializeLaunch()``).
-    @inline(__always)
-    func coroutine(for queued: Unmanaged<Coroutine>) -> Unmanaged<Coroutine> {
-        queued.isLaunchMarker ? materializeLaunch() : queued
-    }
-
-    /// Creates the coroutine of the oldest pending launch: links it to its parent and registers
-    /// it, as `Coroutine.async` does, but does not queue it (it takes its marker's place); its
-    /// promise links it when the body starts. Returns it borrowed from the registry.
-    func materializeLaunch() -> Unmanaged<Coroutine> {
-        let (launch, body) = pendingLaunches.popFirst()
-        pendingLaunchCount.store(pendingLaunches.count, ordering: .relaxed)
-        // The reference it is created with becomes the registry's.
-        let entry = Unmanaged.passRetained(Coroutine(scheduler: self, name: nil, stackSize: nil,
-                                                     reportsUnobservedErrors: false,
-                                                     unstartedObserver: launch.observer, body: consume body))
-        entry._withUnsafeGuaranteedRef { c in
-            // The launch's reference to the parent becomes the child's.
-            c.link(parentReference: launch.parent)
-            // Launched before a `cancelAll` (a stop, runBlocking's body threw, Coroutine.run's
-            // task was cancelled): it would have cancelled the coroutine, even if the parent has
-            // finished since (and so was not cancelled with it).
-            if launch.cancelAllCount != cancelAllCount { c.cancelledFlag.store(true, ordering: .sequentiallyConsistent) }
-            register(entry)
-            c.status = .ready
-        }
-        return entry
     }
 
     /// Runs `job` on the scheduler's loop (outside any coroutine). Any thread. If the scheduler
@@ -456,7 +419,7 @@ public final class CoroutineScheduler: @unchecked Sendable {
                 pendingJobs -= 1
             }
             var budget = 128
-            while budget > 0, let u = runQueue.popFirst() {
+            while budget > 0, let u = popRunnable() {
                 resumeFromLoop(u)
                 budget -= 1
             }
@@ -570,8 +533,7 @@ public final class CoroutineScheduler: @unchecked Sendable {
         loopRecord.pointee.stack.size = size
     }
 
-    private func resumeFromLoop(_ queued: Unmanaged<Coroutine>) {
-        let u = coroutine(for: queued)
+    private func resumeFromLoop(_ u: Unmanaged<Coroutine>) {
         // Borrowed from the registry (CoroutineQueue); `finishUnstarted` holds a reference of its
         // own while it unregisters the coroutine.
         let unstartedError: (any Error)? = u._withUnsafeGuaranteedRef { c in
@@ -686,16 +648,6 @@ public final class CoroutineScheduler: @unchecked Sendable {
             t.action = nil
             t.portableAction = nil
         }
-    }
-
-    private func drainRunQueue() -> [Runnable] {
-        var items: [Runnable] = []
-        while let job = jobs.popFirst() { items.append(.job(job)) }
-        while let queued = runQueue.popFirst() {
-            let u = coroutine(for: queued)
-            items.append(.coroutine(u.takeUnretainedValue()))
-        }
-        return items
     }
 }
 

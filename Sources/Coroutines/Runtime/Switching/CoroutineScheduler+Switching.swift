@@ -47,35 +47,16 @@ extension CoroutineScheduler {
                       stackSize: loopRecord.pointee.stack.size, fakeStack: &r.pointee.fake_stack)
     }
 
-    /// Starts loading what the next few switches will touch, a step of the chain per switch:
-    /// the frames of the coroutine that runs after `next` (its object and stack record came in
-    /// during the last two switches), the stack record of the one after it, and the object of
-    /// the third. With thousands of coroutines taking turns (a pipeline of channels), each of
-    /// these is otherwise a cache miss, one after the other, on every switch.
-    @inline(__always)
-    private func prefetchAhead() {
-        guard let first = runQueue.peek(0), !first.isLaunchMarker else { return }
-        if let r = first._withUnsafeGuaranteedRef({ $0.record }) { ccoro_prefetch_frames(&r.pointee.context, 4) }
-        guard let second = runQueue.peek(1), !second.isLaunchMarker else { return }
-        if let r = second._withUnsafeGuaranteedRef({ $0.record }) { ccoro_prefetch(r) }
-        guard let third = runQueue.peek(2), !third.isLaunchMarker else { return }
-        ccoro_prefetch(third.toOpaque())
-    }
-
-    /// The head of the run queue if it is a coroutine that can run at once. A pending launch
-    /// at the head gets its coroutine now, which takes the marker's place in the queue.
+    /// The head of the run queue, taken off, if it is a coroutine that can run at once (a
+    /// pending launch at the head gets its coroutine now, which stays queued if it cannot).
     private func takeDirectSuccessor() -> Unmanaged<Coroutine>? {
-        guard let queued = runQueue.peek(0) else { return nil }
-        let head = coroutine(for: queued)
-        if queued.isLaunchMarker { runQueue.replaceFirst(with: head) }
-        let runnable = head._withUnsafeGuaranteedRef { next in
+        popRunnable(if: { next in
             if next.record != nil { return true }
             // Only a stack from this scheduler's cache: mapping a fresh one runs deep code
             // (first-use metadata, slab set-up) that must not run on the suspending
             // coroutine's possibly small stack. The loop's own stack handles the rest.
             return !next.cancelledFlag.load(ordering: .relaxed) && prepareStack(next, cachedOnly: true)
-        }
-        return runnable ? runQueue.popFirst() : nil
+        })
     }
 
     /// Aborts with the overflow report if a slab stack's canary was smashed.
