@@ -1,86 +1,149 @@
 import CCoroutines
 import Synchronization
 
-extension Coroutine {
-    // MARK: Cancellation
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
-    /// Cancels the coroutine and, recursively, the coroutines launched from inside it.
-    ///
-    /// If the coroutine is suspended in any suspending operation it is woken and that operation
-    /// throws `CancellationError`; every later suspending operation throws at once. If a peer had
-    /// already completed the operation, the operation returns normally and the cancellation is
-    /// seen at the next suspending call (SPEC §4.4). A coroutine cancelled before it started never
-    /// runs its body and finishes with `CancellationError`. Cancelling a finished coroutine does
-    /// nothing.
-    ///
-    /// - Suspends: no. Idempotent; callable from any thread.
-    /// - Complexity: O(number of descendants).
-    public func cancel() {
-        // Iterative, not recursive: a chain of thousands of generations must not overflow the
-        // caller's stack.
-        var pending: [Coroutine] = [self]
-        while let c = pending.popLast() {
-            if c.withShared({ $0.finished }) { continue }
-            if c.cancelledFlag.exchange(true, ordering: .sequentiallyConsistent) { continue }
-            c.interruptWait(.cancelled)
-            c.withShared { s in
-                var child = s.firstChild
-                while let x = child {
-                    pending.append(x.takeUnretainedValue())
-                    child = x._withUnsafeGuaranteedRef { $0.nextSibling }
-                }
+// The life of a coroutine, in the order it happens. All of it runs on the scheduler's thread,
+// except a launch from another thread (which posts the coroutine to it).
+//
+// 1. Launch. `Coroutine.launch` (Coroutine.swift) creates the object and `start` links it to its
+//    parent, then `admit` registers it (the registry keeps it alive until it is reaped) and
+//    queues it on the run queue, or posts it to the scheduler's thread. `Coroutine.async` from a
+//    coroutine onto its own scheduler queues a pending launch instead (`queueLaunch`): its
+//    coroutine is created when the launch reaches the head of the run queue (`popRunnable`).
+// 2. Run. The loop takes it off the run queue and calls `resumeFromLoop`. The first time, the
+//    coroutine gets a stack (`prepareStack`, Stacks/), whose first frame calls `coroutineEntry`;
+//    `transfer` (Switching/) switches to it, and `runCoroutine` runs the body. The body may
+//    suspend and be resumed any number of times (Suspension/, Switching/).
+// 3. Finish. The body returned or threw: `finish(error:)` records how, wakes the joiners and
+//    unlinks the coroutine from its parent; it hands itself to the loop (`finishedCoroutine`)
+//    and switches out of its stack for good. A coroutine that never runs its body (cancelled
+//    before it started, stopped scheduler, no stack) ends in `finishUnstarted` instead.
+// 4. Reap. Back on the loop's stack, `reap` gives the stack back and unlinks the coroutine from
+//    the registry, whose reference — usually the last — the loop then releases.
+
+// MARK: 1. Launch
+
+extension CoroutineScheduler {
+    /// Registers a new coroutine and queues its first run (or finishes it if stopped).
+    /// - Parameter entry: The coroutine, with the reference (+1) that the registry keeps until
+    ///   `unregister` (or the loop, after `reap`) gives it back.
+    func admit(_ entry: Unmanaged<Coroutine>) {
+        entry._withUnsafeGuaranteedRef { admit($0, entry) }
+    }
+
+    private func admit(_ c: Coroutine, _ entry: Unmanaged<Coroutine>) {
+        register(entry)
+        c.status = .ready
+        if stopRequested.load(ordering: .sequentiallyConsistent) {
+            if kind == .main {
+                // main is being stopped: the coroutine starts cancelled (never runs its body).
+                c.cancelledFlag.store(true, ordering: .sequentiallyConsistent)
+            } else {
+                c.finishUnstarted(CoroutineError.schedulerStopped)
+                // The loop may have seen `c` registered and parked, waiting for the live count
+                // to reach zero: it must look again.
+                wakeLoop()
+                return
             }
         }
-    }
-
-    /// Cancels the coroutine once `duration` has elapsed (unless it finished first; the timer is
-    /// then released).
-    ///
-    /// - Suspends: no. Callable from any thread; the timer runs on the coroutine's scheduler.
-    /// - Complexity: O(log timers).
-    public func cancel(after duration: Duration) {
-        let deadline = deadlineNanoseconds(after: duration)
-        // A strong capture (a weak one would give the coroutine a side table and slow every
-        // retain): the timer is released when the coroutine finishes, which ends the cycle.
-        let handle = scheduler.scheduleTimer(deadline: deadline) { self.cancel() }
-        let finished = withShared { s in
-            if s.finished { return true }
-            s.cancelTimers.append(handle)
-            return false
-        }
-        if finished { handle.cancel() }
-    }
-
-    // MARK: Joining
-
-    /// Suspends the calling coroutine until this coroutine has finished.
-    ///
-    /// Any number of coroutines may join; all are woken. Returns normally whatever the body threw
-    /// (read ``error``).
-    ///
-    /// - Throws: `CoroutineError.notInCoroutine` outside a coroutine; `CoroutineError.joinSelf`
-    ///   when joining itself; `CancellationError` if the caller is (or becomes) cancelled.
-    /// - Suspends: yes, unless already finished; resumes on the caller's own scheduler.
-    /// - Complexity: O(1) to register; O(joiners) to cancel a join.
-    public func join() throws {
-        try Coroutine.withCurrent { me in
-            if me === self { throw CoroutineError.joinSelf }
-            try me.wait(.join, register: { ticket in
-                withShared { s in
-                    if s.finished { return true }
-                    s.joiners.append(.coroutine(ticket))
-                    return false
-                }
-            }, unregister: { ticket in
-                withShared { s in
-                    s.joiners.removeAll { if case .coroutine(let t) = $0 { return t.matches(ticket) } else { return false } }
-                }
-            })
+        if isOnOwnThread {
+            runQueue.append(Unmanaged.passUnretained(c))
+        } else if !post(.coroutine(c)) {
+            c.finishUnstarted(CoroutineError.schedulerStopped)
         }
     }
 
-    // MARK: Finishing
+    /// Queues a `Coroutine.async` launched by `parent`, a coroutine running on this scheduler,
+    /// without creating its coroutine yet (``PendingLaunch``). On this scheduler's thread only.
+    /// - Parameters:
+    ///   - body: The coroutine's body; it keeps `observer` alive.
+    ///   - observer: Told if the coroutine never runs its body (the promise).
+    /// - Returns: false if a stop was requested: the caller then launches the usual way (which
+    ///   finishes the coroutine as the stop requires).
+    /// - Complexity: amortised O(1).
+    @usableFromInline
+    func queueLaunch(body: consuming @escaping () throws -> Void, observer: any UnstartedObserver,
+                     parent: Unmanaged<Coroutine>) -> Bool {
+        if stopRequested.load(ordering: .relaxed) { return false }
+        pendingLaunches.append(PendingLaunch(observer: observer, parent: parent.retain(), cancelAllCount: cancelAllCount),
+                               body: body)
+        runQueue.append(Self.launchMarker)
+        pendingLaunchCount.store(pendingLaunches.count, ordering: .relaxed)
+        return true
+    }
+}
 
+// MARK: 2. Run
+
+extension CoroutineScheduler {
+    /// Runs `u`, just taken off the run queue, until it suspends or finishes: switches to it
+    /// from the loop. The first time, gives it a stack (or finishes it unstarted, if it was
+    /// cancelled meanwhile or no stack can be had); after it finished, reaps it.
+    func resumeFromLoop(_ u: Unmanaged<Coroutine>) {
+        // Borrowed from the registry (CoroutineQueue); `finishUnstarted` holds a reference of its
+        // own while it unregisters the coroutine.
+        let unstartedError: (any Error)? = u._withUnsafeGuaranteedRef { c in
+            guard c.record == nil else { return nil }
+            if c.cancelledFlag.load(ordering: .sequentiallyConsistent) { return CancellationError() }
+            return prepareStack(c) ? nil : CoroutineError.stackUnavailable
+        }
+        if let unstartedError {
+            u._withUnsafeGuaranteedRef { $0.finishUnstarted(unstartedError) }
+            return
+        }
+        directBudget = 64
+        u._withUnsafeGuaranteedRef { transfer(from: loopRecord, to: $0) }
+        if let f = finishedCoroutine {
+            finishedCoroutine = nil
+            // Borrowed under the registry's reference, which is given back only after the
+            // borrow (it is usually the last one).
+            if f._withUnsafeGuaranteedRef({ reap($0) }) { f.release() }
+            reapedSinceHeapTidy &+= 1
+        }
+    }
+}
+
+/// The C entry of every coroutine stack (called by the assembly trampoline). It must never
+/// return; its frame holds no Swift reference when it switches out for the last time.
+let coroutineEntry: @convention(c) (UnsafeMutableRawPointer?) -> Void = { arg in
+    let exit = runCoroutine(arg.unsafelyUnwrapped)
+    switchContext(from: exit.from, to: UnsafeMutableRawPointer(exit.loop).assumingMemoryBound(to: ccoro_context.self),
+                  fiber: exit.loop.pointee.fiber, stackBottom: exit.loop.pointee.stack.base,
+                  stackSize: exit.loop.pointee.stack.size, fakeStack: nil)
+    fatalError("internal inconsistency: a finished coroutine was resumed")
+}
+
+/// Runs the body of the coroutine at `arg`, records how it ended and returns the contexts for
+/// the final switch. Non-throwing: it catches everything.
+@inline(never)
+private func runCoroutine(_ arg: UnsafeMutableRawPointer)
+    -> (from: UnsafeMutablePointer<ccoro_context>, loop: UnsafeMutablePointer<ccoro_stack_record>) {
+    // No reference is taken here: the scheduler's registry holds one until the loop reaps this
+    // coroutine, after the final switch.
+    Unmanaged<Coroutine>.fromOpaque(arg)._withUnsafeGuaranteedRef { c in
+        enterFreshStack()
+        var thrown: (any Error)?
+        if let body = c.body.take() {
+            do { try body() } catch { thrown = error }
+        }
+        if let r = c.record { c.scheduler.checkStack(of: c, r) }
+        c.finish(error: thrown)
+        let scheduler = c.scheduler
+        scheduler.finishedCoroutine = Unmanaged.passUnretained(c)
+        ccoro_tls_set_coroutine(nil, nil)
+        let from = UnsafeMutableRawPointer(c.record.unsafelyUnwrapped).assumingMemoryBound(to: ccoro_context.self)
+        return (from, scheduler.loopRecord)
+    }
+}
+
+// MARK: 3. Finish
+
+extension Coroutine {
     /// Records the end of the body, wakes joiners, unlinks from the parent and reports an
     /// unobserved error. Runs on the coroutine's stack or, for unstarted coroutines, anywhere.
     func finish(error: (any Error)?, bodyRan: Bool = true) {
@@ -140,16 +203,29 @@ extension Coroutine {
     }
 }
 
-/// Converts a duration to an absolute monotonic deadline in nanoseconds (saturating).
-@usableFromInline
-func deadlineNanoseconds(after duration: Duration) -> UInt64 {
-    let (seconds, attoseconds) = duration.components
-    let now = ccoro_now_ns()
-    if seconds < 0 || (seconds == 0 && attoseconds <= 0) { return now }
-    let ns = UInt64(clamping: seconds).multipliedReportingOverflow(by: 1_000_000_000)
-    if ns.overflow { return .max }
-    let total = ns.partialValue.addingReportingOverflow(UInt64(attoseconds / 1_000_000_000))
-    if total.overflow { return .max }
-    let deadline = now.addingReportingOverflow(total.partialValue)
-    return deadline.overflow ? .max : deadline.partialValue
+// MARK: 4. Reap
+
+extension CoroutineScheduler {
+    /// Releases the stack of a coroutine that finished and switched back to the loop, and
+    /// unlinks it from the registry. Returns whether it was linked: the caller then gives back
+    /// the registry's reference (after it stops using `c`).
+    func reap(_ c: Coroutine) -> Bool {
+        if let r = c.record {
+            ccoro_fiber_destroy(r.pointee.fiber)
+            r.pointee.fiber = nil
+            c.record = nil
+            if Int(r.pointee.stack.class_size) == StackAllocator.defaultStackSize
+                && stackCache.count < StackAllocator.schedulerCacheLimit {
+                stackCache.append(r)
+                cachedStacks.store(stackCache.count, ordering: .releasing)
+            } else {
+                StackAllocator.shared.give(r)
+            }
+        }
+        if let n = c.cName {
+            free(n)
+            c.cName = nil
+        }
+        return unlink(c)
+    }
 }

@@ -242,35 +242,6 @@ public final class CoroutineScheduler: @unchecked Sendable {
 
     // MARK: Admission and wake-ups
 
-    /// Registers a new coroutine and queues its first run (or finishes it if stopped).
-    /// - Parameter entry: The coroutine, with the reference (+1) that the registry keeps until
-    ///   `unregister` (or the loop, after `reap`) gives it back.
-    func admit(_ entry: Unmanaged<Coroutine>) {
-        entry._withUnsafeGuaranteedRef { admit($0, entry) }
-    }
-
-    private func admit(_ c: Coroutine, _ entry: Unmanaged<Coroutine>) {
-        register(entry)
-        c.status = .ready
-        if stopRequested.load(ordering: .sequentiallyConsistent) {
-            if kind == .main {
-                // main is being stopped: the coroutine starts cancelled (never runs its body).
-                c.cancelledFlag.store(true, ordering: .sequentiallyConsistent)
-            } else {
-                c.finishUnstarted(CoroutineError.schedulerStopped)
-                // The loop may have seen `c` registered and parked, waiting for the live count
-                // to reach zero: it must look again.
-                wakeLoop()
-                return
-            }
-        }
-        if isOnOwnThread {
-            runQueue.append(Unmanaged.passUnretained(c))
-        } else if !post(.coroutine(c)) {
-            c.finishUnstarted(CoroutineError.schedulerStopped)
-        }
-    }
-
     /// Links `entry` into the registry, which keeps its reference (+1).
     func register(_ entry: Unmanaged<Coroutine>) {
         withRegistry { r in
@@ -323,25 +294,6 @@ public final class CoroutineScheduler: @unchecked Sendable {
         }
     }
 
-    /// Queues a `Coroutine.async` launched by `parent`, a coroutine running on this scheduler,
-    /// without creating its coroutine yet (``PendingLaunch``). On this scheduler's thread only.
-    /// - Parameters:
-    ///   - body: The coroutine's body; it keeps `observer` alive.
-    ///   - observer: Told if the coroutine never runs its body (the promise).
-    /// - Returns: false if a stop was requested: the caller then launches the usual way (which
-    ///   finishes the coroutine as the stop requires).
-    /// - Complexity: amortised O(1).
-    @usableFromInline
-    func queueLaunch(body: consuming @escaping () throws -> Void, observer: any UnstartedObserver,
-                     parent: Unmanaged<Coroutine>) -> Bool {
-        if stopRequested.load(ordering: .relaxed) { return false }
-        pendingLaunches.append(PendingLaunch(observer: observer, parent: parent.retain(), cancelAllCount: cancelAllCount),
-                               body: body)
-        runQueue.append(Self.launchMarker)
-        pendingLaunchCount.store(pendingLaunches.count, ordering: .relaxed)
-        return true
-    }
-
     /// Runs `job` on the scheduler's loop (outside any coroutine). Any thread. If the scheduler
     /// has stopped, the job runs on a pool scheduler instead.
     @usableFromInline
@@ -355,7 +307,7 @@ public final class CoroutineScheduler: @unchecked Sendable {
     }
 
     /// Appends to the incoming queue; false if the scheduler has stopped.
-    private func post(_ item: Runnable) -> Bool {
+    func post(_ item: Runnable) -> Bool {
         let accepted = incoming.locked { s in
             if s.closed { return false }
             s.items.append(item)
@@ -367,7 +319,7 @@ public final class CoroutineScheduler: @unchecked Sendable {
         return true
     }
 
-    private func wakeLoop() {
+    func wakeLoop() {
         // Not parked: the loop looks at the queue and the flags before it parks again.
         if parked.compareExchange(expected: true, desired: false, ordering: .sequentiallyConsistent).exchanged {
             poller.wake()
@@ -531,29 +483,6 @@ public final class CoroutineScheduler: @unchecked Sendable {
         ccoro_thread_stack_bounds(&base, &size)
         loopRecord.pointee.stack.base = base
         loopRecord.pointee.stack.size = size
-    }
-
-    private func resumeFromLoop(_ u: Unmanaged<Coroutine>) {
-        // Borrowed from the registry (CoroutineQueue); `finishUnstarted` holds a reference of its
-        // own while it unregisters the coroutine.
-        let unstartedError: (any Error)? = u._withUnsafeGuaranteedRef { c in
-            guard c.record == nil else { return nil }
-            if c.cancelledFlag.load(ordering: .sequentiallyConsistent) { return CancellationError() }
-            return prepareStack(c) ? nil : CoroutineError.stackUnavailable
-        }
-        if let unstartedError {
-            u._withUnsafeGuaranteedRef { $0.finishUnstarted(unstartedError) }
-            return
-        }
-        directBudget = 64
-        u._withUnsafeGuaranteedRef { transfer(from: loopRecord, to: $0) }
-        if let f = finishedCoroutine {
-            finishedCoroutine = nil
-            // Borrowed under the registry's reference, which is given back only after the
-            // borrow (it is usually the last one).
-            if f._withUnsafeGuaranteedRef({ reap($0) }) { f.release() }
-            reapedSinceHeapTidy &+= 1
-        }
     }
 
     private func runDueTimers() {
