@@ -210,18 +210,7 @@ extension CoroutineScheduler {
     /// unlinks it from the registry. Returns whether it was linked: the caller then gives back
     /// the registry's reference (after it stops using `c`).
     func reap(_ c: Coroutine) -> Bool {
-        if let r = c.record {
-            ccoro_fiber_destroy(r.pointee.fiber)
-            r.pointee.fiber = nil
-            c.record = nil
-            if Int(r.pointee.stack.class_size) == StackAllocator.defaultStackSize
-                && stackCache.count < StackAllocator.schedulerCacheLimit {
-                stackCache.append(r)
-                cachedStacks.store(stackCache.count, ordering: .releasing)
-            } else {
-                StackAllocator.shared.give(r)
-            }
-        }
+        releaseStack(of: c)
         if let n = c.cName {
             free(n)
             c.cName = nil

@@ -1,13 +1,9 @@
 import Synchronization
 import CCoroutines
 
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
-
-/// The context-switch paths of a scheduler. All of this runs on the scheduler's own thread.
+/// The context-switch paths of a scheduler: from the loop to a coroutine, from a coroutine
+/// directly to the next ready one, and back to the loop, each through ``switchContext(from:to:fiber:stackBottom:stackSize:fakeStack:returning:currentFiber:previousStackBottom:previousStackSize:)``.
+/// All of this runs on the scheduler's own thread.
 extension CoroutineScheduler {
     /// Switches from the context in `from` to coroutine `c` (which owns a stack).
     @inline(__always)
@@ -59,35 +55,14 @@ extension CoroutineScheduler {
         })
     }
 
-    /// Aborts with the overflow report if a slab stack's canary was smashed.
-    func checkStack(of c: Coroutine, _ r: UnsafeMutablePointer<ccoro_stack_record>) {
-        if ccoro_stack_canary_ok(&r.pointee.stack) == 0 {
-            ccoro_report_overflow(c.cName, r.pointee.stack.size, "stack canary smashed (slab stack)")
-        }
-    }
-
-    /// Gives `c` a stack and lays out its first frame. False if no stack could be mapped.
-    func prepareStack(_ c: Coroutine, cachedOnly: Bool = false) -> Bool {
-        let r: UnsafeMutablePointer<ccoro_stack_record>
-        if c.stackSize == StackAllocator.defaultStackSize, let cached = stackCache.popLast() {
-            cachedStacks.store(stackCache.count, ordering: .releasing)
-            StackAllocator.shared.prepareForUse(cached)
-            r = cached
-        } else if !cachedOnly, let fresh = StackAllocator.shared.take(size: c.stackSize) {
-            r = fresh
-        } else {
-            return false
-        }
-        c.record = r
-        if let name = c.name { c.cName = strdup(name) }
-        r.pointee.running = ccoro_running(guard_lo: r.pointee.stack.guard_lo,
-                                          guard_hi: r.pointee.stack.base,
-                                          name: c.cName,
-                                          stack_size: r.pointee.stack.size)
-        r.pointee.fiber = ccoro_fiber_create()
-        ccoro_make(&r.pointee.context, r.pointee.stack.top, coroutineEntry,
-                   Unmanaged.passUnretained(c).toOpaque())
-        return true
+    /// Records the loop's own context: the thread's stack and its sanitizer fiber, which
+    /// coroutines switch back to.
+    func prepareLoopRecord() {
+        loopRecord.pointee.fiber = ccoro_fiber_current()
+        var base: UnsafeMutableRawPointer?
+        var size = 0
+        ccoro_thread_stack_bounds(&base, &size)
+        loopRecord.pointee.stack.base = base
+        loopRecord.pointee.stack.size = size
     }
 }
-

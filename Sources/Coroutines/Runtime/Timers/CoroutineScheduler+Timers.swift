@@ -1,38 +1,10 @@
-import Synchronization
 import CCoroutines
+import Dispatch
+import Synchronization
 
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
-
-/// A timer armed from any thread on some scheduler; `cancel()` releases it from any thread.
-final class TimerHandle: @unchecked Sendable {
-    let scheduler: CoroutineScheduler
-    var node: TimerNode?          // confined to scheduler's thread
-    var cancelled = false         // confined to scheduler's thread
-
-    init(scheduler: CoroutineScheduler) { self.scheduler = scheduler }
-
-    /// Removes the timer if it has not fired. Any thread.
-    func cancel() {
-        if scheduler.isOnOwnThread {
-            cancelOnThread()
-        } else {
-            scheduler.execute { self.cancelOnThread() }
-        }
-    }
-
-    private func cancelOnThread() {
-        // A job of a stopped scheduler may run on a pool thread instead: its timers are gone.
-        guard scheduler.isOnOwnThread else { return }
-        cancelled = true
-        if let node { scheduler.timers.remove(node) }
-        node = nil
-    }
-}
-
+/// Timers on the scheduler's loop: armed from any thread (``scheduleTimer(deadline:_:)``) or by
+/// the scheduler's own coroutines (`delay`, `withTimeout`, `select`), fired by the loop
+/// (``runDueTimers()``) between coroutines.
 extension CoroutineScheduler {
     /// Arms a timer from any thread. `action` runs on this scheduler's loop.
     @discardableResult
@@ -53,48 +25,46 @@ extension CoroutineScheduler {
         return handle
     }
 
-    /// Suspends `c` (running on this scheduler) until `fd` is readable or writable, with one-shot
-    /// interest re-armed (`epoll_ctl`/`kevent`) on every wait. Several coroutines may wait for the
-    /// same descriptor; readiness wakes them all.
-    ///
-    /// This is the path of `Coroutine.waitUntilReadable`/`waitUntilWritable` for arbitrary
-    /// descriptors, which the caller may close, `dup2` over or share with other processes without
-    /// telling us: a persistent registration (``PollDescriptor``) could not tell such a reused
-    /// number from the one it registered (stale readiness would end a wait early), and the
-    /// registration of a file still open elsewhere (a `dup`, a child process) would keep
-    /// reporting events after the caller closed its number. Sockets, whose owner knows when they
-    /// close, use ``waitForReadiness(_:_:writable:publish:)`` instead.
-    func waitForIO(_ c: Coroutine, fd: Int32, writable: Bool) throws {
-        try c.wait(writable ? .writable : .readable, register: { ticket in
-            var w = ioWaiters[fd] ?? IOWaiters()
-            if writable { w.writers.append(ticket) } else { w.readers.append(ticket) }
-            let err = poller.arm(fd: fd, readable: !w.readers.isEmpty, writable: !w.writers.isEmpty)
-            if err == EPERM {
-                // Regular files and the like are always ready and cannot be polled.
-                return true
-            }
-            if err != 0 { throw CoroutineError.pollFailed(errno: err) }
-            ioWaiters[fd] = w
-            return false
-        }, unregister: { ticket in
-            removeIOWaiter(ticket, fd: fd)
-        })
+    /// Fires the timers whose deadline has passed: runs their actions on the loop's stack.
+    func runDueTimers() {
+        guard timers.count > 0 else { return }
+        let now = ccoro_now_ns()
+        while let t = timers.popDue(now: now) {
+            let action = t.action
+            t.action = nil
+            action?()
+        }
     }
 
-    /// Removes `ticket` from the waiters of `fd`, if it is still there, and re-arms or disarms
-    /// the poller for the waiters left. Scheduler thread only.
-    private func removeIOWaiter(_ ticket: WaitTicket, fd: Int32) {
-        guard var w = ioWaiters[fd] else { return }
-        let before = w.readers.count + w.writers.count
-        w.readers.removeAll { $0.matches(ticket) }
-        w.writers.removeAll { $0.matches(ticket) }
-        guard w.readers.count + w.writers.count != before else { return }
-        if w.isEmpty {
-            ioWaiters[fd] = nil
-            poller.disarm(fd: fd)
-        } else {
-            ioWaiters[fd] = w
-            _ = poller.arm(fd: fd, readable: !w.readers.isEmpty, writable: !w.writers.isEmpty)
+    /// Arms the timeout of a waiting `select`: when it fires, it claims the select's ticket and
+    /// records `index` as the winning case. Confined to the scheduler's thread.
+    @usableFromInline
+    func scheduleSelectTimeout(deadline: UInt64, _ ticket: WaitTicket,
+                               _ outcome: UnsafeMutablePointer<WaitOutcome>, index: Int) -> AnyObject {
+        timers.schedule(deadline: deadline) {
+            guard ticket.tryClaim() else { return }
+            outcome.pointee.caseIndex = index
+            ticket.wakeClaimed()
+        }
+    }
+
+    /// Releases a select timeout armed by ``scheduleSelectTimeout(deadline:_:_:index:)``
+    /// (nothing happens if it already fired).
+    @usableFromInline
+    func cancelSelectTimeout(_ timer: AnyObject) {
+        if let node = timer as? TimerNode { timers.remove(node) }
+    }
+
+    /// Empties the timers of a closing scheduler: they can never fire here. Those armed for
+    /// other code (`Promise.timeout`, `cancel(after:)`) move to a pool scheduler with the same
+    /// deadline; the rest belonged to coroutines, which have all finished.
+    func handOverTimers() {
+        while let t = timers.popDue(now: .max) {
+            if let portable = t.portableAction {
+                SchedulerPool.default(for: .default).next().scheduleTimer(deadline: t.deadline, portable)
+            }
+            t.action = nil
+            t.portableAction = nil
         }
     }
 }
