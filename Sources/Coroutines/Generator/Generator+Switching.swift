@@ -105,7 +105,7 @@ func generatorSwitchIn(_ f: UnsafeMutablePointer<GeneratorFrame>) {
     f.pointee.previousRunning = ccoro_tls_running()
     ccoro_tls_set_running(&r.pointee.running)
     switchContext(from: &f.pointee.consumer, to: &r.pointee.context,
-                  fiber: r.pointee.fiber, stackBottom: r.pointee.stack.base, stackSize: r.pointee.stack.size,
+                  target: (r.pointee.fiber, UnsafeRawPointer(r.pointee.stack.base), r.pointee.stack.size),
                   fakeStack: &f.pointee.consumerFakeStack, currentFiber: &f.pointee.consumerFiber)
     ccoro_tls_set_running(f.pointee.previousRunning)
     if f.pointee.hostRecord != nil { releaseHost(f) }
@@ -121,7 +121,7 @@ func generatorSuspend(_ f: UnsafeMutablePointer<GeneratorFrame>) throws {
     let r = f.pointee.stack.unsafelyUnwrapped
     if ccoro_stack_canary_ok(&r.pointee.stack) == 0 { generatorReportSmashedCanary(r) }
     switchContext(from: &r.pointee.context, to: &f.pointee.consumer,
-                  fiber: f.pointee.consumerFiber, stackBottom: f.pointee.consumerBottom, stackSize: f.pointee.consumerSize,
+                  target: (f.pointee.consumerFiber, f.pointee.consumerBottom, f.pointee.consumerSize),
                   fakeStack: &r.pointee.fake_stack,
                   previousStackBottom: &f.pointee.consumerBottom, previousStackSize: &f.pointee.consumerSize)
     if f.pointee.machine.cancelled { throw CancellationError() }
@@ -194,8 +194,8 @@ private let generatorEntry: @convention(c) (UnsafeMutableRawPointer?) -> Void = 
     let f = runGeneratorBody(arg.unsafelyUnwrapped)
     let r = f.pointee.stack.unsafelyUnwrapped
     switchContext(from: &r.pointee.context, to: &f.pointee.consumer,
-                  fiber: f.pointee.consumerFiber, stackBottom: f.pointee.consumerBottom,
-                  stackSize: f.pointee.consumerSize, fakeStack: nil)
+                  target: (f.pointee.consumerFiber, f.pointee.consumerBottom, f.pointee.consumerSize),
+                  fakeStack: nil)
     fatalError("internal inconsistency: a finished generator was resumed")
 }
 

@@ -113,8 +113,9 @@ extension CoroutineScheduler {
 let coroutineEntry: @convention(c) (UnsafeMutableRawPointer?) -> Void = { arg in
     let exit = runCoroutine(arg.unsafelyUnwrapped)
     switchContext(from: exit.from, to: UnsafeMutableRawPointer(exit.loop).assumingMemoryBound(to: ccoro_context.self),
-                  fiber: exit.loop.pointee.fiber, stackBottom: exit.loop.pointee.stack.base,
-                  stackSize: exit.loop.pointee.stack.size, fakeStack: nil)
+                  target: (exit.loop.pointee.fiber, UnsafeRawPointer(exit.loop.pointee.stack.base),
+                           exit.loop.pointee.stack.size),
+                  fakeStack: nil)
     fatalError("internal inconsistency: a finished coroutine was resumed")
 }
 

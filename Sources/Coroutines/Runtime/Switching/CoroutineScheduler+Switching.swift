@@ -2,7 +2,7 @@ import Synchronization
 import CCoroutines
 
 /// The context-switch paths of a scheduler: from the loop to a coroutine, from a coroutine
-/// directly to the next ready one, and back to the loop, each through ``switchContext(from:to:fiber:stackBottom:stackSize:fakeStack:returning:currentFiber:previousStackBottom:previousStackSize:)``.
+/// directly to the next ready one, and back to the loop, each through ``switchContext(from:to:target:fakeStack:returning:currentFiber:previousStackBottom:previousStackSize:)``.
 /// All of this runs on the scheduler's own thread.
 extension CoroutineScheduler {
     /// Switches from the context in `from` to coroutine `c` (which owns a stack).
@@ -19,7 +19,7 @@ extension CoroutineScheduler {
         let returning = c.hasRun && from != loopRecord
         if !returning { c.hasRun = true }
         switchContext(from: &from.pointee.context, to: &r.pointee.context,
-                      fiber: r.pointee.fiber, stackBottom: r.pointee.stack.base, stackSize: r.pointee.stack.size,
+                      target: (r.pointee.fiber, UnsafeRawPointer(r.pointee.stack.base), r.pointee.stack.size),
                       fakeStack: &from.pointee.fake_stack, returning: returning)
     }
 
@@ -37,10 +37,12 @@ extension CoroutineScheduler {
             return
         }
         ccoro_tls_set_coroutine(nil, nil)
-        // To the loop's call site (a jump: the loop switched from elsewhere).
-        switchContext(from: &r.pointee.context, to: &loopRecord.pointee.context,
-                      fiber: loopRecord.pointee.fiber, stackBottom: loopRecord.pointee.stack.base,
-                      stackSize: loopRecord.pointee.stack.size, fakeStack: &r.pointee.fake_stack)
+        // To the loop's call site (a jump: the loop switched from elsewhere). `loop`, not
+        // `loopRecord`, in the sanitizers' description: it would capture `self`.
+        let loop = loopRecord
+        switchContext(from: &r.pointee.context, to: &loop.pointee.context,
+                      target: (loop.pointee.fiber, UnsafeRawPointer(loop.pointee.stack.base), loop.pointee.stack.size),
+                      fakeStack: &r.pointee.fake_stack)
     }
 
     /// The head of the run queue, taken off, if it is a coroutine that can run at once (a
