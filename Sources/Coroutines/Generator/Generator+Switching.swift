@@ -104,12 +104,9 @@ func generatorSwitchIn(_ f: UnsafeMutablePointer<GeneratorFrame>) {
     if let c = ccoro_tls_coroutine() { adoptHost(c, f, r) }
     f.pointee.previousRunning = ccoro_tls_running()
     ccoro_tls_set_running(&r.pointee.running)
-    if ccoro_fibers_active != 0 {
-        f.pointee.consumerFiber = ccoro_fiber_current()
-        ccoro_fiber_will_switch(r.pointee.fiber, r.pointee.stack.base, r.pointee.stack.size, &f.pointee.consumerFakeStack, 0)
-    }
-    ccoro_switch_jump(&f.pointee.consumer, &r.pointee.context)
-    if ccoro_fibers_active != 0 { ccoro_fiber_did_switch(f.pointee.consumerFakeStack) }
+    switchContext(from: &f.pointee.consumer, to: &r.pointee.context,
+                  target: (r.pointee.fiber, UnsafeRawPointer(r.pointee.stack.base), r.pointee.stack.size),
+                  fakeStack: &f.pointee.consumerFakeStack, currentFiber: &f.pointee.consumerFiber)
     ccoro_tls_set_running(f.pointee.previousRunning)
     if f.pointee.hostRecord != nil { releaseHost(f) }
     if f.pointee.machine.phase == .finished { releaseStack(f) }
@@ -123,13 +120,10 @@ func generatorSwitchIn(_ f: UnsafeMutablePointer<GeneratorFrame>) {
 func generatorSuspend(_ f: UnsafeMutablePointer<GeneratorFrame>) throws {
     let r = f.pointee.stack.unsafelyUnwrapped
     if ccoro_stack_canary_ok(&r.pointee.stack) == 0 { generatorReportSmashedCanary(r) }
-    if ccoro_fibers_active != 0 {
-        ccoro_fiber_will_switch(f.pointee.consumerFiber, f.pointee.consumerBottom, f.pointee.consumerSize, &r.pointee.fake_stack, 0)
-    }
-    ccoro_switch_jump(&r.pointee.context, &f.pointee.consumer)
-    if ccoro_fibers_active != 0 {
-        ccoro_fiber_did_switch_from(r.pointee.fake_stack, &f.pointee.consumerBottom, &f.pointee.consumerSize)
-    }
+    switchContext(from: &r.pointee.context, to: &f.pointee.consumer,
+                  target: (f.pointee.consumerFiber, f.pointee.consumerBottom, f.pointee.consumerSize),
+                  fakeStack: &r.pointee.fake_stack,
+                  previousStackBottom: &f.pointee.consumerBottom, previousStackSize: &f.pointee.consumerSize)
     if f.pointee.machine.cancelled { throw CancellationError() }
 }
 
@@ -199,8 +193,9 @@ func generatorReportSmashedCanary(_ r: UnsafeMutablePointer<ccoro_stack_record>)
 private let generatorEntry: @convention(c) (UnsafeMutableRawPointer?) -> Void = { arg in
     let f = runGeneratorBody(arg.unsafelyUnwrapped)
     let r = f.pointee.stack.unsafelyUnwrapped
-    ccoro_fiber_will_switch(f.pointee.consumerFiber, f.pointee.consumerBottom, f.pointee.consumerSize, nil, 1)
-    ccoro_switch_jump(&r.pointee.context, &f.pointee.consumer)
+    switchContext(from: &r.pointee.context, to: &f.pointee.consumer,
+                  target: (f.pointee.consumerFiber, f.pointee.consumerBottom, f.pointee.consumerSize),
+                  fakeStack: nil)
     fatalError("internal inconsistency: a finished generator was resumed")
 }
 
@@ -208,7 +203,7 @@ private let generatorEntry: @convention(c) (UnsafeMutableRawPointer?) -> Void = 
 @inline(never)
 private func runGeneratorBody(_ arg: UnsafeMutableRawPointer) -> UnsafeMutablePointer<GeneratorFrame> {
     let f = arg.assumingMemoryBound(to: GeneratorFrame.self)
-    ccoro_fiber_did_switch_from(nil, &f.pointee.consumerBottom, &f.pointee.consumerSize)
+    enterFreshStack(previousStackBottom: &f.pointee.consumerBottom, previousStackSize: &f.pointee.consumerSize)
     let run = f.pointee.run
     run(f.pointee.object.unsafelyUnwrapped)
     checkCanary(f.pointee.stack.unsafelyUnwrapped)

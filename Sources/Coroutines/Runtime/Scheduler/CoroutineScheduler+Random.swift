@@ -25,24 +25,3 @@ extension CoroutineScheduler {
         }
     }
 }
-
-extension CoroutineScheduler {
-    /// Arms the timeout of a waiting `select`: when it fires, it claims the select's ticket and
-    /// records `index` as the winning case. Confined to the scheduler's thread.
-    @usableFromInline
-    func scheduleSelectTimeout(deadline: UInt64, _ ticket: WaitTicket,
-                               _ outcome: UnsafeMutablePointer<WaitOutcome>, index: Int) -> AnyObject {
-        timers.schedule(deadline: deadline) {
-            guard ticket.tryClaim() else { return }
-            outcome.pointee.caseIndex = index
-            ticket.wakeClaimed()
-        }
-    }
-
-    /// Releases a select timeout armed by ``scheduleSelectTimeout(deadline:_:_:index:)``
-    /// (nothing happens if it already fired).
-    @usableFromInline
-    func cancelSelectTimeout(_ timer: AnyObject) {
-        if let node = timer as? TimerNode { timers.remove(node) }
-    }
-}

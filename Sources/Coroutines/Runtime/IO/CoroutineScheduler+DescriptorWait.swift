@@ -1,5 +1,4 @@
 import Synchronization
-import CCoroutines
 
 #if canImport(Glibc)
 import Glibc
@@ -7,50 +6,15 @@ import Glibc
 import Darwin
 #endif
 
-/// A timer armed from any thread on some scheduler; `cancel()` releases it from any thread.
-final class TimerHandle: @unchecked Sendable {
-    let scheduler: CoroutineScheduler
-    var node: TimerNode?          // confined to scheduler's thread
-    var cancelled = false         // confined to scheduler's thread
-
-    init(scheduler: CoroutineScheduler) { self.scheduler = scheduler }
-
-    /// Removes the timer if it has not fired. Any thread.
-    func cancel() {
-        if scheduler.isOnOwnThread {
-            cancelOnThread()
-        } else {
-            scheduler.execute { self.cancelOnThread() }
-        }
-    }
-
-    private func cancelOnThread() {
-        // A job of a stopped scheduler may run on a pool thread instead: its timers are gone.
-        guard scheduler.isOnOwnThread else { return }
-        cancelled = true
-        if let node { scheduler.timers.remove(node) }
-        node = nil
-    }
-}
-
+/// `Coroutine.waitUntilReadable`/`waitUntilWritable` for arbitrary descriptors: one-shot
+/// interest, re-armed on every wait (see ``waitForIO(_:fd:writable:)``).
 extension CoroutineScheduler {
-    /// Arms a timer from any thread. `action` runs on this scheduler's loop.
-    @discardableResult
-    func scheduleTimer(deadline: UInt64, _ action: @escaping @Sendable () -> Void) -> TimerHandle {
-        let handle = TimerHandle(scheduler: self)
-        let arm: @Sendable () -> Void = { [self] in
-            // On a pool thread (this scheduler stopped meanwhile) the timer cannot be armed here.
-            guard isOnOwnThread else { return }
-            guard !handle.cancelled else { return }
-            let node = timers.schedule(deadline: deadline) {
-                handle.node = nil
-                action()
-            }
-            node.portableAction = action
-            handle.node = node
-        }
-        if isOnOwnThread { arm() } else { execute(arm) }
-        return handle
+    /// The coroutines waiting for one descriptor. Readiness wakes every waiter of that kind
+    /// (it is level-triggered: all of them may proceed and re-check).
+    struct IOWaiters {
+        var readers: [WaitTicket] = []
+        var writers: [WaitTicket] = []
+        var isEmpty: Bool { readers.isEmpty && writers.isEmpty }
     }
 
     /// Suspends `c` (running on this scheduler) until `fd` is readable or writable, with one-shot

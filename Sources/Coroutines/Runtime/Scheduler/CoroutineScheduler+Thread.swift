@@ -50,21 +50,11 @@ func spawnThread(name: String, _ body: @escaping @Sendable () -> Void) {
     precondition(rc == 0, "cannot start a thread: error \(rc)")
 }
 
-/// Every scheduler that can still run coroutines, for `Coroutine.dumpAll()`.
-///
-/// Holds strong references (a weak reference would give every scheduler a side table and make
-/// each of its retains and releases take the slow path); a scheduler leaves when it stops.
-final class SchedulerDirectory: Sendable {
-    static let shared = SchedulerDirectory()
-    private let entries = Mutex<[CoroutineScheduler]>([])
-
-    func add(_ s: CoroutineScheduler) {
-        entries.locked { $0.append(s) }
-    }
-
-    func remove(_ s: CoroutineScheduler) {
-        entries.locked { $0.removeAll { $0 === s } }
-    }
-
-    var all: [CoroutineScheduler] { entries.locked { $0 } }
+/// Whether the calling thread is the process's main thread.
+func isMainThread() -> Bool {
+    #if canImport(Glibc)
+    return UInt64(getpid()) == ccoro_thread_id()
+    #else
+    return pthread_main_np() != 0
+    #endif
 }

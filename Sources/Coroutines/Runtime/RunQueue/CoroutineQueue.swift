@@ -3,7 +3,8 @@
 /// optional enum payloads).
 ///
 /// An entry may also be ``CoroutineScheduler/launchMarker``, standing for the oldest
-/// ``PendingLaunch`` (no coroutine yet); whoever takes a marker off creates that coroutine.
+/// ``PendingLaunch`` (no coroutine yet); ``CoroutineScheduler/popRunnable()`` creates that
+/// coroutine when it takes the marker off, so that no other code sees one.
 ///
 /// - Invariant: every queued coroutine is in its scheduler's registry, whose reference keeps it
 ///   alive: a coroutine is queued when admitted (registered first) or made ready (suspended, so

@@ -1,0 +1,50 @@
+import Synchronization
+
+extension Coroutine {
+    /// Cancels the coroutine and, recursively, the coroutines launched from inside it.
+    ///
+    /// If the coroutine is suspended in any suspending operation it is woken and that operation
+    /// throws `CancellationError`; every later suspending operation throws at once. If a peer had
+    /// already completed the operation, the operation returns normally and the cancellation is
+    /// seen at the next suspending call (see <doc:Cancellation>). A coroutine cancelled before it started never
+    /// runs its body and finishes with `CancellationError`. Cancelling a finished coroutine does
+    /// nothing.
+    ///
+    /// - Suspends: no. Idempotent; callable from any thread.
+    /// - Complexity: O(number of descendants).
+    public func cancel() {
+        // Iterative, not recursive: a chain of thousands of generations must not overflow the
+        // caller's stack.
+        var pending: [Coroutine] = [self]
+        while let c = pending.popLast() {
+            if c.withShared({ $0.finished }) { continue }
+            if c.cancelledFlag.exchange(true, ordering: .sequentiallyConsistent) { continue }
+            c.interruptWait(.cancelled)
+            c.withShared { s in
+                var child = s.firstChild
+                while let x = child {
+                    pending.append(x.takeUnretainedValue())
+                    child = x._withUnsafeGuaranteedRef { $0.nextSibling }
+                }
+            }
+        }
+    }
+
+    /// Cancels the coroutine once `duration` has elapsed (unless it finished first; the timer is
+    /// then released).
+    ///
+    /// - Suspends: no. Callable from any thread; the timer runs on the coroutine's scheduler.
+    /// - Complexity: O(log timers).
+    public func cancel(after duration: Duration) {
+        let deadline = deadlineNanoseconds(after: duration)
+        // A strong capture (a weak one would give the coroutine a side table and slow every
+        // retain): the timer is released when the coroutine finishes, which ends the cycle.
+        let handle = scheduler.scheduleTimer(deadline: deadline) { self.cancel() }
+        let finished = withShared { s in
+            if s.finished { return true }
+            s.cancelTimers.append(handle)
+            return false
+        }
+        if finished { handle.cancel() }
+    }
+}

@@ -1,0 +1,58 @@
+import Synchronization
+
+/// Stopping a scheduler: the request (any thread), the cancellation of its coroutines, and the
+/// closing of a dedicated or temporary scheduler once its loop has ended.
+extension CoroutineScheduler {
+    /// Cancels and unwinds the scheduler's coroutines, then ends its thread (for ``main``: makes
+    /// ``run()`` return once its coroutines have finished).
+    ///
+    /// A later launch onto a stopped dedicated scheduler never runs and finishes with
+    /// `CoroutineError.schedulerStopped`. Schedulers of a ``SchedulerPool`` cannot be stopped:
+    /// the call is ignored. On ``main`` it ends the current ``run()`` (or `runBlocking` on the
+    /// main thread) — coroutines launched onto main until then are cancelled too — and is
+    /// ignored while nothing drives main.
+    ///
+    /// - Suspends: no; returns at once (the unwinding happens on the scheduler's thread).
+    ///   Thread-safe and idempotent.
+    public func stop() {
+        guard kind != .pool else { return }
+        // main: a stop ends the current run; with nothing driving main there is nothing to end.
+        if kind == .main && !isDriven.load(ordering: .sequentiallyConsistent) { return }
+        stopRequested.store(true, ordering: .sequentiallyConsistent)
+        wakeLoop()
+    }
+
+    /// Whether a dedicated (or temporary) scheduler has stopped for good: its thread has ended and
+    /// no coroutine can run on it. Always false for ``main`` (which can be driven again) and for
+    /// pool schedulers (which never stop).
+    public var isStopped: Bool { incoming.locked { $0.closed } }
+
+    /// Cancels every live coroutine of this scheduler (stop, runBlocking's error path).
+    func cancelAll() {
+        // Pending launches have no coroutine yet: they see the count move when created. Off this
+        // scheduler's thread (a job of a stopped scheduler, run on a pool scheduler) none is left.
+        if isOnOwnThread { cancelAllCount &+= 1 }
+        for c in liveCoroutines() { c.cancel() }
+    }
+
+    /// Closes the incoming queue after the loop ended; leftovers finish as stopped.
+    func close() {
+        SchedulerDirectory.shared.remove(self)
+        let leftovers = incoming.locked { s in
+            s.closed = true
+            let items = s.items
+            s.items = []
+            return items
+        }
+        incomingCount.store(0, ordering: .sequentiallyConsistent)
+        for item in leftovers + drainRunQueue() {
+            switch item {
+            case .job(let job): job()   // observers and timer bookkeeping: run them here, once
+            case .coroutine(let c): c.finishUnstarted(CoroutineError.schedulerStopped)
+            }
+        }
+        releaseStackCache()
+        // Timers of a stopped scheduler can never fire here.
+        handOverTimers()
+    }
+}

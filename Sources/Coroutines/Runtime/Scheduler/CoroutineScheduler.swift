@@ -1,0 +1,190 @@
+import CCoroutines
+import Dispatch
+import Synchronization
+
+/// A serial execution context for coroutines, backed by exactly one OS thread for its whole life.
+///
+/// A scheduler owns a run queue of ready coroutines, a timer heap (for `delay`, timeouts) and an
+/// I/O readiness poller (epoll on Linux, kqueue on macOS). A coroutine that suspends switches
+/// directly to the next ready coroutine; the scheduler's loop runs timers, I/O readiness, wake-ups
+/// from other threads and jobs in between.
+///
+/// ```swift
+/// let scheduler = CoroutineScheduler(name: "net")
+/// Coroutine.launch(on: scheduler) { try Coroutine.waitUntilReadable(fd); … }
+/// // …
+/// scheduler.stop()
+/// ```
+///
+/// ## Threading
+/// Coroutines never migrate between threads: everything launched on a scheduler runs on its
+/// thread (see <doc:ThreadsSchedulersAndCoroutines>). Wake-ups from other threads go through a
+/// lock-protected queue and one coalesced wake-up of the poller. Every method of this type is
+/// thread-safe.
+///
+/// ## Kinds
+/// * `CoroutineScheduler(name:qos:)` starts a dedicated thread that runs until ``stop()``.
+/// * ``main`` is the main thread; it runs while the main thread drives it (``run()``, or
+///   `Coroutine.runBlocking` on the main thread), and also runs blocks submitted to
+///   `DispatchQueue.main` meanwhile (Linux).
+/// * Schedulers of a ``SchedulerPool`` live for the whole process.
+/// * `Coroutine.runBlocking` turns the calling thread into a temporary scheduler.
+public final class CoroutineScheduler: @unchecked Sendable {
+    enum Kind { case dedicated, main, pool, temporary }
+
+    /// The scheduler's name (also its thread's name).
+    public let name: String
+    /// The quality-of-service class the scheduler's thread runs at.
+    public let qos: DispatchQoS.QoSClass
+    let kind: Kind
+
+    // The state of every part of the runtime is stored here (Swift keeps stored properties in
+    // the class declaration). Each property's comment begins with the part that owns it, whose
+    // code is in `Runtime/<part>/CoroutineScheduler+<Aspect>.swift`. The order of declaration is
+    // the object's layout, which the hot paths' cache behaviour depends on: measure before
+    // reordering.
+
+    // MARK: Confined to the driving thread
+
+    /// Run queue (`RunQueue/`) — ready coroutines, FIFO.
+    @exclusivity(unchecked) var runQueue = CoroutineQueue(capacity: 64)
+    /// Run queue (`RunQueue/`) — `Coroutine.async` launches whose coroutine is not created yet,
+    /// FIFO; each is matched by a ``launchMarker`` in `runQueue` (see ``PendingLaunch``).
+    @exclusivity(unchecked) var pendingLaunches = PendingLaunchQueue(capacity: 64)
+    /// Loop (`Scheduler/+Loop`) — coroutines reaped since the heap was last tidied
+    /// (``tidyHeapIfNeeded()``).
+    @exclusivity(unchecked) var reapedSinceHeapTidy = 0
+    /// Loop (`Scheduler/+Loop`) — jobs to run on the loop's own stack (observers, timer
+    /// bookkeeping), FIFO.
+    @exclusivity(unchecked) var jobs = RingBuffer<() -> Void>(capacity: 16)
+    /// Timers (`Timers/`) — the armed timers, earliest deadline first.
+    @exclusivity(unchecked) var timers = TimerHeap()
+    /// I/O (`IO/+DescriptorWait`) — one-shot waits for arbitrary descriptors, by descriptor.
+    @exclusivity(unchecked) var ioWaiters: [Int32: IOWaiters] = [:]
+    /// I/O (`IO/+SocketWait`) — edge-triggered registrations of ``PollDescriptor``s (sockets)
+    /// and their waiters.
+    @exclusivity(unchecked) var pollTable = PollTable()
+    /// Lifecycle (`Lifecycle/`) — a coroutine that finished and switched back to the loop; its
+    /// stack is released by the loop.
+    @exclusivity(unchecked) var finishedCoroutine: Unmanaged<Coroutine>?
+    /// Loop (`Scheduler/+Loop`) — consecutive idle spins that found no work (see
+    /// `spinMissLimit`).
+    @exclusivity(unchecked) var spinMisses = 0
+    /// Switching (`Switching/`) — how many more direct coroutine-to-coroutine switches before the
+    /// loop gets a turn.
+    @exclusivity(unchecked) var directBudget = 0
+    /// Stacks (`Stacks/`) — default-size stacks kept by this scheduler (taken and given back
+    /// without a lock).
+    @exclusivity(unchecked) var stackCache: [UnsafeMutablePointer<ccoro_stack_record>] = []
+    /// Stacks (`Stacks/`) — `stackCache.count` for readers on other threads
+    /// (``StackAllocator/stacksInUse``). Only the scheduler's thread writes it, with plain
+    /// stores: no read-modify-write per coroutine.
+    let cachedStacks = Atomic<Int>(0)
+    /// Run queue (`RunQueue/`) — `pendingLaunches.count` for `dumpAll()` on other threads; plain
+    /// stores by this thread.
+    let pendingLaunchCount = Atomic<Int>(0)
+    /// Random (`Scheduler/+Random`) — state of the scheduler's random generator (SplitMix64),
+    /// used by `select`.
+    @exclusivity(unchecked) var randomState: UInt64 = {
+        var g = SystemRandomNumberGenerator()
+        return g.next()
+    }()
+    /// Switching (`Switching/`) — the loop's own context (the thread's stack).
+    let loopRecord: UnsafeMutablePointer<ccoro_stack_record>
+    /// Stopping (`Scheduler/+Stopping`) — whether the loop has acted on `stopRequested` (it
+    /// cancelled everything once).
+    @exclusivity(unchecked) var stopHandled = false
+    /// Stopping (`Scheduler/+Stopping`) — how many times ``cancelAll()`` ran on this thread (see
+    /// ``PendingLaunch``).
+    @exclusivity(unchecked) var cancelAllCount = 0
+    /// I/O (`IO/+Polling`) — the descriptor that signals blocks queued on `DispatchQueue.main`
+    /// (``main`` only; -1 until the main scheduler is first driven).
+    @exclusivity(unchecked) var mainQueueFD: Int32 = -1
+
+    // MARK: Any thread
+
+    /// I/O (`IO/`) — the readiness poller (epoll, kqueue), which the loop also parks in.
+    let poller = Poller()
+    /// Wake-ups (`Scheduler/+WakeUps`) — coroutines and jobs posted from other threads.
+    let incoming = Mutex(Incoming())
+    /// Wake-ups (`Scheduler/+WakeUps`) — how many items `incoming` holds, read without its lock.
+    let incomingCount = Atomic<Int>(0)
+    /// Wake-ups (`Scheduler/+WakeUps`) — whether the loop is parked in the poller (or about to
+    /// be), so that a poster must wake it.
+    let parked = Atomic<Bool>(false)
+    /// Stopping (`Scheduler/+Stopping`) — ``stop()`` was called.
+    let stopRequested = Atomic<Bool>(false)
+    /// Registry (`Scheduler/+Registry`) — guards `registryState`. A spin lock: registering and
+    /// unregistering only move links, and the owner thread takes it for every coroutine it
+    /// starts and reaps (see ``SpinLock``).
+    let registryLock = SpinLock()
+    /// Registry (`Scheduler/+Registry`) — read and written only inside ``withRegistry(_:)``.
+    /// Any thread.
+    @exclusivity(unchecked) var registryState = Registry()
+    /// Loop (`Scheduler/+Loop`) — whether a thread drives this scheduler right now.
+    let isDriven = Atomic<Bool>(false)
+
+    /// Creates a scheduler with its own thread, which runs until ``stop()``.
+    ///
+    /// - Parameters:
+    ///   - name: The scheduler's and its thread's name.
+    ///   - qos: The thread's priority class (on Linux: nice −2 for user-interactive and
+    ///     user-initiated, 0 for default, +2 for utility, +10 for background).
+    /// - Complexity: starts one thread.
+    public convenience init(name: String, qos: DispatchQoS.QoSClass = .default) {
+        self.init(name: name, qos: qos, kind: .dedicated)
+        startThread()
+    }
+
+    init(name: String, qos: DispatchQoS.QoSClass, kind: Kind) {
+        self.name = name
+        self.qos = qos
+        self.kind = kind
+        loopRecord = .allocate(capacity: 1)
+        loopRecord.initialize(to: ccoro_stack_record())
+        SchedulerDirectory.shared.add(self)
+    }
+
+    deinit {
+        runQueue.deallocate()
+        pendingLaunches.deallocate()
+        loopRecord.deallocate()
+    }
+
+    /// The scheduler of the main thread.
+    ///
+    /// Coroutines launched onto it run while the main thread drives it: ``run()`` or
+    /// `Coroutine.runBlocking` on the main thread. Launching onto it is allowed before it is driven.
+    public static let main = CoroutineScheduler(name: "main", qos: .userInteractive, kind: .main)
+
+    /// The scheduler the calling thread drives, or nil on a plain thread.
+    /// - Complexity: O(1). Thread-safe.
+    public static var current: CoroutineScheduler? {
+        guard let p = ccoro_tls_scheduler() else { return nil }
+        return Unmanaged<CoroutineScheduler>.fromOpaque(p).takeUnretainedValue()
+    }
+
+    /// The default scheduler for `launch(on: nil)` (see <doc:CoroutineLifecycle>).
+    @usableFromInline
+    static func defaultForLaunch() -> CoroutineScheduler {
+        defaultForLaunchUnretained().takeUnretainedValue()
+    }
+
+    /// ``defaultForLaunch()`` without a reference: every scheduler it can return outlives the
+    /// call (the running coroutine's, the one this thread drives, `main`, a pool's).
+    @usableFromInline
+    static func defaultForLaunchUnretained() -> Unmanaged<CoroutineScheduler> {
+        if let p = ccoro_tls_coroutine() {
+            return Unmanaged<Coroutine>.fromOpaque(p)._withUnsafeGuaranteedRef { .passUnretained($0.scheduler) }
+        }
+        if let p = ccoro_tls_scheduler() { return Unmanaged<CoroutineScheduler>.fromOpaque(p) }
+        if isMainThread() { return .passUnretained(.main) }
+        return .passUnretained(SchedulerPool.default(for: .default).next())
+    }
+
+    /// Whether the calling thread drives this scheduler.
+    @inline(__always)
+    var isOnOwnThread: Bool {
+        ccoro_tls_scheduler() == Unmanaged.passUnretained(self).toOpaque()
+    }
+}

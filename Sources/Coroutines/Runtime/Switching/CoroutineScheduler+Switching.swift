@@ -1,0 +1,70 @@
+import Synchronization
+import CCoroutines
+
+/// The context-switch paths of a scheduler: from the loop to a coroutine, from a coroutine
+/// directly to the next ready one, and back to the loop, each through ``switchContext(from:to:target:fakeStack:returning:currentFiber:previousStackBottom:previousStackSize:)``.
+/// All of this runs on the scheduler's own thread.
+extension CoroutineScheduler {
+    /// Switches from the context in `from` to coroutine `c` (which owns a stack).
+    @inline(__always)
+    func transfer(from: UnsafeMutablePointer<ccoro_stack_record>, to c: Coroutine) {
+        assert(isOnOwnThread && c.scheduler === self,
+               "internal inconsistency: coroutine \(c) resumed on a thread other than its scheduler's")
+        c.status = .running
+        let r = c.record.unsafelyUnwrapped
+        ccoro_tls_set_coroutine(Unmanaged.passUnretained(c).toOpaque(), &r.pointee.running)
+        // `ret` only where both sides suspended at the same call site: a started coroutine
+        // switching directly to another (both in switchAway). Into a fresh stack's trampoline, or
+        // from the loop, the return-stack prediction would miss: jump instead.
+        let returning = c.hasRun && from != loopRecord
+        if !returning { c.hasRun = true }
+        switchContext(from: &from.pointee.context, to: &r.pointee.context,
+                      target: (r.pointee.fiber, UnsafeRawPointer(r.pointee.stack.base), r.pointee.stack.size),
+                      fakeStack: &from.pointee.fake_stack, returning: returning)
+    }
+
+    /// Gives up the thread on behalf of the running coroutine `c`: switches directly to the next
+    /// ready coroutine if there is one (and the direct budget allows), else to the loop. Returns
+    /// when `c` is resumed.
+    func switchAway(from c: Coroutine) {
+        let r = c.record.unsafelyUnwrapped
+        checkStack(of: c, r)
+        if directBudget > 0, let next = takeDirectSuccessor() {
+            directBudget -= 1
+            prefetchAhead()
+            // Borrowed: the registry keeps `next` alive while it runs (CoroutineQueue).
+            next._withUnsafeGuaranteedRef { transfer(from: r, to: $0) }
+            return
+        }
+        ccoro_tls_set_coroutine(nil, nil)
+        // To the loop's call site (a jump: the loop switched from elsewhere). `loop`, not
+        // `loopRecord`, in the sanitizers' description: it would capture `self`.
+        let loop = loopRecord
+        switchContext(from: &r.pointee.context, to: &loop.pointee.context,
+                      target: (loop.pointee.fiber, UnsafeRawPointer(loop.pointee.stack.base), loop.pointee.stack.size),
+                      fakeStack: &r.pointee.fake_stack)
+    }
+
+    /// The head of the run queue, taken off, if it is a coroutine that can run at once (a
+    /// pending launch at the head gets its coroutine now, which stays queued if it cannot).
+    private func takeDirectSuccessor() -> Unmanaged<Coroutine>? {
+        popRunnable(if: { next in
+            if next.record != nil { return true }
+            // Only a stack from this scheduler's cache: mapping a fresh one runs deep code
+            // (first-use metadata, slab set-up) that must not run on the suspending
+            // coroutine's possibly small stack. The loop's own stack handles the rest.
+            return !next.cancelledFlag.load(ordering: .relaxed) && prepareStack(next, cachedOnly: true)
+        })
+    }
+
+    /// Records the loop's own context: the thread's stack and its sanitizer fiber, which
+    /// coroutines switch back to.
+    func prepareLoopRecord() {
+        loopRecord.pointee.fiber = ccoro_fiber_current()
+        var base: UnsafeMutableRawPointer?
+        var size = 0
+        ccoro_thread_stack_bounds(&base, &size)
+        loopRecord.pointee.stack.base = base
+        loopRecord.pointee.stack.size = size
+    }
+}

@@ -1,0 +1,70 @@
+import CCoroutines
+import Dispatch
+import Synchronization
+
+/// Timers on the scheduler's loop: armed from any thread (``scheduleTimer(deadline:_:)``) or by
+/// the scheduler's own coroutines (`delay`, `withTimeout`, `select`), fired by the loop
+/// (``runDueTimers()``) between coroutines.
+extension CoroutineScheduler {
+    /// Arms a timer from any thread. `action` runs on this scheduler's loop.
+    @discardableResult
+    func scheduleTimer(deadline: UInt64, _ action: @escaping @Sendable () -> Void) -> TimerHandle {
+        let handle = TimerHandle(scheduler: self)
+        let arm: @Sendable () -> Void = { [self] in
+            // On a pool thread (this scheduler stopped meanwhile) the timer cannot be armed here.
+            guard isOnOwnThread else { return }
+            guard !handle.cancelled else { return }
+            let node = timers.schedule(deadline: deadline) {
+                handle.node = nil
+                action()
+            }
+            node.portableAction = action
+            handle.node = node
+        }
+        if isOnOwnThread { arm() } else { execute(arm) }
+        return handle
+    }
+
+    /// Fires the timers whose deadline has passed: runs their actions on the loop's stack.
+    func runDueTimers() {
+        guard timers.count > 0 else { return }
+        let now = ccoro_now_ns()
+        while let t = timers.popDue(now: now) {
+            let action = t.action
+            t.action = nil
+            action?()
+        }
+    }
+
+    /// Arms the timeout of a waiting `select`: when it fires, it claims the select's ticket and
+    /// records `index` as the winning case. Confined to the scheduler's thread.
+    @usableFromInline
+    func scheduleSelectTimeout(deadline: UInt64, _ ticket: WaitTicket,
+                               _ outcome: UnsafeMutablePointer<WaitOutcome>, index: Int) -> AnyObject {
+        timers.schedule(deadline: deadline) {
+            guard ticket.tryClaim() else { return }
+            outcome.pointee.caseIndex = index
+            ticket.wakeClaimed()
+        }
+    }
+
+    /// Releases a select timeout armed by ``scheduleSelectTimeout(deadline:_:_:index:)``
+    /// (nothing happens if it already fired).
+    @usableFromInline
+    func cancelSelectTimeout(_ timer: AnyObject) {
+        if let node = timer as? TimerNode { timers.remove(node) }
+    }
+
+    /// Empties the timers of a closing scheduler: they can never fire here. Those armed for
+    /// other code (`Promise.timeout`, `cancel(after:)`) move to a pool scheduler with the same
+    /// deadline; the rest belonged to coroutines, which have all finished.
+    func handOverTimers() {
+        while let t = timers.popDue(now: .max) {
+            if let portable = t.portableAction {
+                SchedulerPool.default(for: .default).next().scheduleTimer(deadline: t.deadline, portable)
+            }
+            t.action = nil
+            t.portableAction = nil
+        }
+    }
+}
