@@ -142,8 +142,11 @@ public enum ChildProcess {
         environment[variable] = id
         process.environment = environment
         process.standardInput = FileHandle.nullDevice
-        process.standardOutput = try FileHandle(forWritingTo: out)
-        process.standardError = try FileHandle(forWritingTo: err)
+        let outHandle = try FileHandle(forWritingTo: out), errHandle = try FileHandle(forWritingTo: err)
+        // Closed as soon as the child has ended, so that no descriptor of ours outlives it.
+        defer { try? outHandle.close(); try? errHandle.close() }
+        process.standardOutput = outHandle
+        process.standardError = errHandle
 
         let (status, reason): (Int32, Process.TerminationReason) = try await withCheckedThrowingContinuation { k in
             process.terminationHandler = { p in k.resume(returning: (p.terminationStatus, p.terminationReason)) }
