@@ -315,12 +315,12 @@ struct SchedulerTests {
 
     // MARK: Pools
 
-    @Test("SchedulerPool(count:) is nil outside 1...32", arguments: [Int.min, -1, 0, 33, 1000])
+    @Test("SchedulerPool(count:) is nil outside 1...1024", arguments: [Int.min, -1, 0, 1025, Int.max])
     func poolCountOutOfRange(count: Int) {
         #expect(SchedulerPool(name: "bad", count: count) == nil)
     }
 
-    @Test("SchedulerPool(count:) makes count named schedulers for counts in 1...32", arguments: [1, 32])
+    @Test("SchedulerPool(count:) makes count named schedulers for counts in 1...1024", arguments: [1, 32])
     func poolCountInRange(count: Int) throws {
         let pool = try #require(SchedulerPool(name: "sized", count: count))
         #expect(pool.schedulers.count == count)
@@ -333,7 +333,7 @@ struct SchedulerTests {
         let classes: [DispatchQoS.QoSClass] = [.background, .utility, .default, .userInitiated, .userInteractive]
         for q in classes {
             #expect(SchedulerPool.default(for: q) === SchedulerPool.default(for: q))
-            #expect((1...32).contains(SchedulerPool.default(for: q).schedulers.count))
+            #expect((1...PoolSize.maximum).contains(SchedulerPool.default(for: q).schedulers.count))
             #expect(SchedulerPool.default(for: q).schedulers.allSatisfy { $0.qos == q })
         }
         #expect(Set(classes.map { ObjectIdentifier(SchedulerPool.default(for: $0)) }).count == classes.count)

@@ -7,7 +7,8 @@ import Synchronization
 ///
 /// Each scheduler owns one thread at the pool's QoS, so the pool bounds the number of threads
 /// running coroutines without a concurrent queue. ``default(for:)`` returns one shared pool per
-/// QoS class with as many schedulers as active processors (1…32).
+/// QoS class with one scheduler per CPU the process may use (affinity mask and cgroup v2 CPU
+/// quota; `COROUTINES_SCHEDULERS=N` overrides it).
 ///
 /// ## Threading
 /// All members are thread-safe. Pool schedulers live for the whole process: their `stop()` is
@@ -23,12 +24,12 @@ public final class SchedulerPool: Sendable {
     ///
     /// - Parameters:
     ///   - name: Prefix of the schedulers' names.
-    ///   - count: How many schedulers; must be in `1...32`.
+    ///   - count: How many schedulers; must be in `1...1024`.
     ///   - qos: Priority class of the threads.
-    /// - Returns: nil unless `count` is in `1...32`.
+    /// - Returns: nil unless `count` is in `1...1024`.
     /// - Complexity: starts `count` threads.
     public init?(name: String, count: Int, qos: DispatchQoS.QoSClass = .default) {
-        guard (1...32).contains(count) else { return nil }
+        guard (1...PoolSize.maximum).contains(count) else { return nil }
         self.name = name
         schedulers = (0..<count).map { i in
             let s = CoroutineScheduler(name: "\(name).\(i)", qos: qos, kind: .pool)
@@ -44,8 +45,11 @@ public final class SchedulerPool: Sendable {
         return schedulers[Int(UInt(bitPattern: n) % UInt(schedulers.count))]
     }
 
-    /// The shared pool for a QoS class: one instance per class, created on first use, with
-    /// `min(max(activeProcessorCount, 1), 32)` schedulers.
+    /// The shared pool for a QoS class: one instance per class, created on first use, with one
+    /// scheduler per CPU the process may use: the CPUs of its affinity mask, limited by the
+    /// smallest cgroup v2 `cpu.max` quota of its cgroup and their ancestors (rounded up, at least
+    /// 1). `COROUTINES_SCHEDULERS=N`, N in `1...1024`, sizes all five pools instead; another
+    /// value is ignored with one line on standard error.
     /// - Complexity: O(1) after the first call. Thread-safe.
     public static func `default`(for qos: DispatchQoS.QoSClass) -> SchedulerPool {
         switch qos {
@@ -58,8 +62,10 @@ public final class SchedulerPool: Sendable {
     }
 
     private static func make(_ qos: DispatchQoS.QoSClass, _ label: String) -> SchedulerPool {
-        SchedulerPool(name: "coroutines.\(label)", count: min(max(activeProcessorCount(), 1), 32), qos: qos)!
+        SchedulerPool(name: "coroutines.\(label)", count: defaultCount, qos: qos)!
     }
+    /// Computed once, so that an invalid `COROUTINES_SCHEDULERS` is reported once.
+    private static let defaultCount = PoolSize.defaultCount()
     private static let userInteractivePool = make(.userInteractive, "user-interactive")
     private static let userInitiatedPool = make(.userInitiated, "user-initiated")
     private static let defaultPool = make(.default, "default")
