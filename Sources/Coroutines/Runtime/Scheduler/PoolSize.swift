@@ -1,4 +1,3 @@
-import Foundation
 import QueuePool
 
 #if canImport(Glibc)
@@ -16,7 +15,8 @@ import Darwin
 /// variable `COROUTINES_SCHEDULERS=N` (N in `1...1024`) overrides both; another value is ignored
 /// with one line on standard error.
 ///
-/// Pure functions of their inputs, with the file paths injectable, so that tests can hand them a
+/// Foundation-free, like the rest of the module (files are read with `open`/`read`). Pure
+/// functions of their inputs, with the file paths injectable, so that tests can hand them a
 /// fake cgroup tree. Go 1.25's container-aware `GOMAXPROCS` follows the same rule (the
 /// smallest `cpu.max` of the cgroup and its ancestors, rounded up).
 enum PoolSize {
@@ -36,13 +36,14 @@ enum PoolSize {
     ///   - warn: Receives the one line written for an invalid `COROUTINES_SCHEDULERS`.
     /// - Returns: A count in `1...maximum`.
     /// - Complexity: reads at most one file per cgroup level.
-    static func defaultCount(environment: [String: String] = ProcessInfo.processInfo.environment,
+    static func defaultCount(environment: [String: String] = [variable: ProcessInfoLite.environment(variable)].compactMapValues { $0 },
                              affinity: Int = activeProcessorCount(),
                              cgroupFile: String = "/proc/self/cgroup",
                              cgroupMounts: [String] = ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"],
                              warn: (String) -> Void = PoolSize.writeToStandardError) -> Int {
         if let text = environment[variable] {
-            if let n = Int(text.trimmingCharacters(in: .whitespaces)), (1...maximum).contains(n) { return n }
+            let trimmed = text.split(separator: " ", omittingEmptySubsequences: true)
+            if trimmed.count == 1, let n = Int(trimmed[0]), (1...maximum).contains(n) { return n }
             warn("swift-coroutines: \(variable)=\(text) is not a whole number in 1…\(maximum); ignored\n")
         }
         var count = max(affinity, 1)
@@ -53,18 +54,18 @@ enum PoolSize {
     /// The smallest `cpu.max` quota, in whole CPUs rounded up, of the process's cgroup v2 and its
     /// ancestors; nil when no level sets one (or cgroup v2 is absent).
     static func cgroupQuota(cgroupFile: String, mounts: [String]) -> Int? {
-        guard let membership = try? String(contentsOfFile: cgroupFile, encoding: .utf8),
+        guard let membership = readSmallFile(cgroupFile),
               let line = membership.split(separator: "\n").first(where: { $0.hasPrefix("0::") }) else { return nil }
         let path = String(line.dropFirst(3))
         // The v2 hierarchy: the first mount that has a cgroup.controllers file.
-        guard let mount = mounts.first(where: { FileManager.default.fileExists(atPath: $0 + "/cgroup.controllers") }) else {
+        guard let mount = mounts.first(where: { access($0 + "/cgroup.controllers", F_OK) == 0 }) else {
             return nil
         }
         var smallest: Int?
         var components = path.split(separator: "/").map(String.init)
         while true {
             let directory = ([mount] + components).joined(separator: "/")
-            if let text = try? String(contentsOfFile: directory + "/cpu.max", encoding: .utf8),
+            if let text = readSmallFile(directory + "/cpu.max"),
                let cpus = cpus(fromCPUMax: text) {
                 smallest = min(smallest ?? cpus, cpus)
             }
@@ -81,6 +82,17 @@ enum PoolSize {
             return nil
         }
         return max(1, (quota + period - 1) / period)
+    }
+
+    /// The first 4 KiB of a file as UTF-8 text, or nil if it cannot be opened.
+    static func readSmallFile(_ path: String) -> String? {
+        let fd = open(path, O_RDONLY)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var bytes = [UInt8](repeating: 0, count: 4_096)
+        let n = bytes.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        guard n >= 0 else { return nil }
+        return String(decoding: bytes[0..<n], as: UTF8.self)
     }
 
     static func writeToStandardError(_ line: String) {
