@@ -38,11 +38,31 @@ public final class CoroutineActor<Message: Sendable, Reply: Sendable>: Sendable 
     ///     with ``ActorError/terminated``. An error it throws rejects the envelope in hand and is
     ///     reported like an error of a launched coroutine.
     /// - Suspends: no (the body starts later on the scheduler). Thread-safe. O(1).
-    public init(on scheduler: CoroutineScheduler? = nil,
-                _ body: @escaping @Sendable (Mailbox<Message, Reply>) throws -> Void) {
+    public convenience init(on scheduler: CoroutineScheduler? = nil,
+                            _ body: @escaping @Sendable (Mailbox<Message, Reply>) throws -> Void) {
+        let (target, pool) = CoroutineScheduler.placement(for: scheduler)
+        self.init(on: target, pool: pool, body)
+    }
+
+    /// Starts an actor whose coroutine is a pool launch onto `pool` (as
+    /// `Coroutine.launch(on: pool)`): it starts on whichever of the pool's schedulers is free
+    /// first, and stays there; otherwise as ``init(on:_:)-(CoroutineScheduler?,_)``.
+    ///
+    /// - Parameters:
+    ///   - pool: The pool whose schedulers may run the actor's coroutine.
+    ///   - body: as for ``init(on:_:)-(CoroutineScheduler?,_)``.
+    /// - Suspends: no (the body starts later on a scheduler of the pool). Thread-safe. O(1)
+    ///   amortised.
+    public convenience init(on pool: SchedulerPool,
+                            _ body: @escaping @Sendable (Mailbox<Message, Reply>) throws -> Void) {
+        self.init(on: pool.firstPlacement(), pool: pool, body)
+    }
+
+    private init(on scheduler: CoroutineScheduler, pool: SchedulerPool?,
+                 _ body: @escaping @Sendable (Mailbox<Message, Reply>) throws -> Void) {
         let mailbox = Mailbox<Message, Reply>()
         self.mailbox = mailbox
-        coroutine = Coroutine(scheduler: scheduler ?? CoroutineScheduler.defaultForLaunch(), name: "actor",
+        coroutine = Coroutine(scheduler: scheduler, pool: pool, name: "actor",
                               stackSize: nil, reportsUnobservedErrors: true,
                               unstartedObserver: mailbox,
                               body: {

@@ -22,8 +22,32 @@ extension Coroutine {
     public static func produce<T: Sendable>(on scheduler: CoroutineScheduler? = nil,
                                             capacity: Channel<T>.Capacity = 0,
                                             _ body: @escaping @Sendable (Channel<T>) throws -> Void) -> Channel<T> {
+        let (target, pool) = CoroutineScheduler.placement(for: scheduler)
+        return produce(on: target, pool: pool, capacity: capacity, body)
+    }
+
+    /// Launches a producer coroutine onto a scheduler of `pool` (a pool launch, as
+    /// ``launch(on:name:stackSize:_:)-(SchedulerPool,_,_,_)``) that feeds a new channel, and
+    /// returns the channel; otherwise as
+    /// ``produce(on:capacity:_:)-(CoroutineScheduler?,_,_)``.
+    ///
+    /// - Parameters:
+    ///   - pool: The pool whose schedulers may run the producer.
+    ///   - capacity: The channel's capacity.
+    ///   - body: The producer; it sends into the channel it is given.
+    /// - Returns: The channel the producer feeds.
+    /// - Suspends: no (the producer runs later). Thread-safe. Complexity: O(1) amortised.
+    public static func produce<T: Sendable>(on pool: SchedulerPool,
+                                            capacity: Channel<T>.Capacity = 0,
+                                            _ body: @escaping @Sendable (Channel<T>) throws -> Void) -> Channel<T> {
+        produce(on: pool.firstPlacement(), pool: pool, capacity: capacity, body)
+    }
+
+    private static func produce<T: Sendable>(on scheduler: CoroutineScheduler, pool: SchedulerPool?,
+                                             capacity: Channel<T>.Capacity,
+                                             _ body: @escaping @Sendable (Channel<T>) throws -> Void) -> Channel<T> {
         let channel = Channel<T>(capacity: capacity)
-        let producer = Coroutine(scheduler: scheduler ?? CoroutineScheduler.defaultForLaunch(), name: "produce",
+        let producer = Coroutine(scheduler: scheduler, pool: pool, name: "produce",
                                  stackSize: nil, reportsUnobservedErrors: false,
                                  unstartedObserver: channel,
                                  body: {

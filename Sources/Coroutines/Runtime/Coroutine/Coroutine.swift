@@ -26,8 +26,17 @@ public final class Coroutine: @unchecked Sendable, Hashable, CustomStringConvert
     // object's first cache line (a channel hand-off between thousands of coroutines misses the
     // cache on each coroutine it wakes).
 
-    /// The scheduler whose thread runs this coroutine for its whole life.
-    public let scheduler: CoroutineScheduler
+    /// The scheduler that runs this coroutine: fixed when the coroutine starts, and for a launch
+    /// onto a specific scheduler, at launch. Before a pool launch starts, the scheduler whose
+    /// queue holds it at that moment (the pool's first scheduler while it is in the pool's
+    /// shared queue); it may change until the start (<doc:PoolsAndStealing>).
+    /// - Complexity: O(1). Thread-safe.
+    public var scheduler: CoroutineScheduler { placement.takeUnretainedValue() }
+    /// ``scheduler`` without a reference (`schedulerOwner` keeps it alive).
+    @usableFromInline var placement: Unmanaged<CoroutineScheduler> { placementValue.load(ordering: .relaxed) }
+    /// Written before the coroutine starts by the thread that queues or takes its launch, and
+    /// never after it started; read by any thread.
+    let placementValue: Atomic<Unmanaged<CoroutineScheduler>>
     /// The stack and saved context while the coroutine owns a stack. Confined to the scheduler's
     /// thread.
     @exclusivity(unchecked) var record: UnsafeMutablePointer<ccoro_stack_record>?
@@ -56,6 +65,10 @@ public final class Coroutine: @unchecked Sendable, Hashable, CustomStringConvert
     let stackSize: Int
     /// Whether an error thrown by the body is reported to `unobservedErrorHandler` if nobody joins.
     let reportsUnobservedErrors: Bool
+    /// Whether this is a pool launch: `schedulerOwner` is then its ``SchedulerPool``.
+    let isPoolLaunch: Bool
+    /// Keeps ``scheduler`` alive: the scheduler itself, or for a pool launch, its pool.
+    let schedulerOwner: AnyObject
     /// Told when the body never runs (the promise of `Coroutine.async`, runBlocking's result).
     /// Not retained: every observer is captured by `body`, which keeps it alive for as long as
     /// it can be told (`finishUnstarted` tells it before letting the body go). Once the body
@@ -111,10 +124,15 @@ public final class Coroutine: @unchecked Sendable, Hashable, CustomStringConvert
     @exclusivity(unchecked) var registryPrevious: Unmanaged<Coroutine>?
     @exclusivity(unchecked) var registryNext: Unmanaged<Coroutine>?
 
+    /// Creates a coroutine that runs on `scheduler`, or, if `pool` is not nil, a pool launch
+    /// queued first on `scheduler` (one of `pool`'s schedulers).
     @usableFromInline
-    init(scheduler: CoroutineScheduler, name: String?, stackSize: Int?, reportsUnobservedErrors: Bool,
+    init(scheduler: CoroutineScheduler, pool: SchedulerPool? = nil, name: String?, stackSize: Int?,
+         reportsUnobservedErrors: Bool,
          unstartedObserver: (any UnstartedObserver)?, body: @escaping () throws -> Void) {
-        self.scheduler = scheduler
+        placementValue = Atomic(.passUnretained(scheduler))
+        isPoolLaunch = pool != nil
+        schedulerOwner = pool ?? scheduler
         self.name = name
         self.stackSize = StackAllocator.normalizedSize(stackSize)
         self.reportsUnobservedErrors = reportsUnobservedErrors
@@ -132,10 +150,16 @@ public final class Coroutine: @unchecked Sendable, Hashable, CustomStringConvert
     /// cancels it. An error the body throws is kept in ``error``; if no coroutine is joining when
     /// the body ends, it is also passed to ``unobservedErrorHandler`` (except `CancellationError`).
     ///
+    /// Without `on:`, from a coroutine or job of a ``SchedulerPool`` scheduler, or from a plain
+    /// thread, this is a *pool launch* (as ``launch(on:name:stackSize:_:)-(SchedulerPool,_,_,_)``
+    /// onto that pool, or onto `SchedulerPool.default(for: .default)`): the coroutine may start
+    /// on another scheduler of the pool, in parallel with the launcher (<doc:PoolsAndStealing>).
+    ///
     /// - Parameters:
-    ///   - scheduler: Where the coroutine runs. `nil`: the current coroutine's scheduler, else the
-    ///     scheduler the current thread drives, else `CoroutineScheduler.main` on the main thread,
-    ///     else `SchedulerPool.default(for: .default).next()`.
+    ///   - scheduler: Where the coroutine runs; it never moves. `nil`: the current coroutine's
+    ///     scheduler, else the scheduler the current thread drives, else
+    ///     `CoroutineScheduler.main` on the main thread (each a pool launch if it is a pool
+    ///     scheduler), else a pool launch onto `SchedulerPool.default(for: .default)`.
     ///   - name: A name for diagnostics (`dumpAll()`, the stack-overflow report).
     ///   - stackSize: Bytes of stack; `nil` means 256 KiB. Rounded up to a multiple of 16 KiB.
     ///     Must be in `1...64 MiB` (otherwise a precondition failure).
@@ -149,8 +173,34 @@ public final class Coroutine: @unchecked Sendable, Hashable, CustomStringConvert
     public static func launch(on scheduler: CoroutineScheduler? = nil, name: String? = nil,
                               stackSize: Int? = nil,
                               _ body: consuming @escaping @Sendable () throws -> Void) -> Coroutine {
-        let target = scheduler.map(Unmanaged.passUnretained) ?? CoroutineScheduler.defaultForLaunchUnretained()
-        let c = Coroutine(scheduler: target.takeUnretainedValue(), name: name, stackSize: stackSize,
+        let (target, pool) = scheduler.map { (Unmanaged.passUnretained($0), nil) } ?? CoroutineScheduler.defaultPlacement()
+        let c = Coroutine(scheduler: target.takeUnretainedValue(), pool: pool?.takeUnretainedValue(), name: name,
+                          stackSize: stackSize, reportsUnobservedErrors: true, unstartedObserver: nil, body: consume body)
+        c.startUnderCurrent()
+        return c
+    }
+
+    /// Starts a coroutine on a scheduler of `pool`: a *pool launch*.
+    ///
+    /// It is queued on the calling thread's scheduler if that belongs to `pool` (else in the
+    /// pool's shared queue), and started by whichever of the pool's schedulers is free first: an
+    /// idle scheduler takes unstarted launches from a busy one. Its thread is fixed when it starts
+    /// and never changes after (<doc:PoolsAndStealing>). Unlike a launch onto one scheduler, it
+    /// may start while the launcher is still running, in parallel with it. Everything else is as
+    /// for ``launch(on:name:stackSize:_:)-(CoroutineScheduler?,_,_,_)``: a child of the launching
+    /// coroutine, cancelled with it wherever it runs.
+    ///
+    /// - Parameters:
+    ///   - pool: The pool whose schedulers may run it.
+    ///   - name, stackSize, body: as for ``launch(on:name:stackSize:_:)-(CoroutineScheduler?,_,_,_)``.
+    /// - Returns: The coroutine's handle; its ``scheduler`` is fixed once it starts. On a stopped
+    ///   pool it finishes with `CoroutineError.schedulerStopped`.
+    /// - Suspends: no. Thread-safe.
+    /// - Complexity: O(1) amortised.
+    @discardableResult
+    public static func launch(on pool: SchedulerPool, name: String? = nil, stackSize: Int? = nil,
+                              _ body: consuming @escaping @Sendable () throws -> Void) -> Coroutine {
+        let c = Coroutine(scheduler: pool.firstPlacement(), pool: pool, name: name, stackSize: stackSize,
                           reportsUnobservedErrors: true, unstartedObserver: nil, body: consume body)
         c.startUnderCurrent()
         return c
@@ -160,13 +210,15 @@ public final class Coroutine: @unchecked Sendable, Hashable, CustomStringConvert
     ///
     /// The promise is fulfilled with the body's result or rejected with what it throws (such
     /// errors are not reported as unobserved). Cancelling the promise cancels the coroutine.
+    /// Without `on:`, from a pool scheduler or a plain thread, this is a pool launch, as for
+    /// ``launch(on:name:stackSize:_:)-(CoroutineScheduler?,_,_,_)``.
     ///
-    /// Launched from a coroutine onto its own scheduler without a name or stack size (a
-    /// fan-out), the coroutine object is only created when the launch reaches the head of the
-    /// run queue, right before it first runs; nothing observable changes (`dumpAll()` lists it
-    /// as `ready (not started)` until then).
+    /// Launched without a name or stack size from a coroutine onto its own scheduler (a fan-out),
+    /// or as a pool launch, the coroutine object is only created right before it first runs, by
+    /// the scheduler that runs it; nothing observable changes (`dumpAll()` lists it as
+    /// `ready (not started)` until then).
     ///
-    /// - Parameters: as for ``launch(on:name:stackSize:_:)``.
+    /// - Parameters: as for ``launch(on:name:stackSize:_:)-(CoroutineScheduler?,_,_,_)``.
     /// - Returns: A promise settled when the body ends.
     /// - Suspends: no. Thread-safe.
     /// - Complexity: O(1).
@@ -179,27 +231,66 @@ public final class Coroutine: @unchecked Sendable, Hashable, CustomStringConvert
         // alone: a closure whose only capture is one object uses it as its context, and
         // allocates nothing.
         promise.coroutineBody = consume body
-        // From a coroutine onto its own scheduler (the fan-out case), the coroutine object is
-        // created only when the launch reaches the head of the run queue (`PendingLaunch`).
-        if name == nil, stackSize == nil, let p = ccoro_tls_coroutine() {
-            let current = Unmanaged<Coroutine>.fromOpaque(p)
-            let queued = current._withUnsafeGuaranteedRef { launcher in
-                scheduler.map { $0 === launcher.scheduler } ?? true
-                    && launcher.scheduler.queueLaunch(body: { try promise.runLazilyStartedCoroutineBody() },
-                                                      observer: promise, parent: current)
+        let (target, pool) = scheduler.map { (Unmanaged.passUnretained($0), nil) } ?? CoroutineScheduler.defaultPlacement()
+        start(promise, on: target, pool: pool, name: name, stackSize: stackSize)
+        return promise
+    }
+
+    /// Starts a coroutine on a scheduler of `pool` that computes a value, and returns a promise of
+    /// it: a pool launch (as ``launch(on:name:stackSize:_:)-(SchedulerPool,_,_,_)``) of
+    /// ``async(on:name:stackSize:_:)-(CoroutineScheduler?,_,_,_)``.
+    ///
+    /// - Parameters: as for ``launch(on:name:stackSize:_:)-(SchedulerPool,_,_,_)``.
+    /// - Returns: A promise settled when the body ends.
+    /// - Suspends: no. Thread-safe.
+    /// - Complexity: O(1) amortised.
+    @inlinable
+    public static func async<Value: Sendable>(on pool: SchedulerPool, name: String? = nil, stackSize: Int? = nil,
+                                              _ body: consuming @escaping @Sendable () throws -> Value) -> Promise<Value> {
+        let promise = Promise<Value>()
+        promise.coroutineBody = consume body
+        start(promise, on: .passUnretained(pool.firstPlacement()), pool: .passUnretained(pool), name: name,
+              stackSize: stackSize)
+        return promise
+    }
+
+    /// Queues the coroutine of `Coroutine.async` whose body `promise` holds: a pool launch if
+    /// `pool` is not nil, else a launch onto `target`. Without a name or stack size, a pool
+    /// launch, or a launch from a coroutine onto its own scheduler, is queued without its
+    /// coroutine object (``PoolLaunch``, ``PendingLaunch``).
+    @inlinable
+    static func start<Value: Sendable>(_ promise: Promise<Value>, on target: Unmanaged<CoroutineScheduler>,
+                                       pool: Unmanaged<SchedulerPool>?, name: String?, stackSize: Int?) {
+        if name == nil, stackSize == nil {
+            if let pool {
+                pool._withUnsafeGuaranteedRef {
+                    $0.submitUncreated(body: { try promise.runLazilyStartedCoroutineBody() }, observer: promise)
+                }
+                return
             }
-            if queued { return promise }
+            // From a coroutine onto its own scheduler (the fan-out case), the coroutine object is
+            // created only when the launch reaches the head of the run queue (`PendingLaunch`).
+            if let p = ccoro_tls_coroutine() {
+                let current = Unmanaged<Coroutine>.fromOpaque(p)
+                let queued = current._withUnsafeGuaranteedRef { launcher in
+                    launcher.placement.toOpaque() == target.toOpaque()
+                        && target._withUnsafeGuaranteedRef {
+                            $0.queueLaunch(body: { try promise.runLazilyStartedCoroutineBody() },
+                                           observer: promise, parent: current)
+                        }
+                }
+                if queued { return }
+            }
         }
-        let target = scheduler.map(Unmanaged.passUnretained) ?? CoroutineScheduler.defaultForLaunchUnretained()
-        // Nobody but the scheduler's registry keeps this coroutine: the reference it is created
-        // with becomes the registry's.
-        let c = Unmanaged.passRetained(Coroutine(scheduler: target.takeUnretainedValue(), name: name,
+        // Nobody but the scheduler's registry (or the launch, until it starts) keeps this
+        // coroutine: the reference it is created with becomes theirs.
+        let c = Unmanaged.passRetained(Coroutine(scheduler: target.takeUnretainedValue(),
+                                                 pool: pool?.takeUnretainedValue(), name: name,
                                                  stackSize: stackSize, reportsUnobservedErrors: false,
                                                  unstartedObserver: promise,
                                                  body: { try promise.runCoroutineBody() }))
         promise.link(c)
         Coroutine.startUnderCurrent(registryEntry: c)
-        return promise
     }
 
     /// ``start(parent:)`` with the coroutine running on this thread, if any, as the parent
@@ -228,10 +319,15 @@ public final class Coroutine: @unchecked Sendable, Hashable, CustomStringConvert
         start(parent: parent, registryEntry: .passRetained(self))
     }
 
-    /// ``start(parent:)``, with `entry` (+1 on `self`) becoming the registry's reference.
+    /// ``start(parent:)``, with `entry` (+1 on `self`) becoming the registry's reference (for a
+    /// pool launch, the launch's until it starts).
     func start(parent: Coroutine?, registryEntry entry: Unmanaged<Coroutine>) {
         if let parent { link(parent: parent) }
-        scheduler.admit(entry)
+        if isPoolLaunch {
+            unsafeDowncast(schedulerOwner, to: SchedulerPool.self).submit(PoolLaunch(coroutine: entry))
+        } else {
+            scheduler.admit(entry)
+        }
     }
 
     /// Joins `parent`'s children (cancelling the parent cancels this coroutine), or marks this

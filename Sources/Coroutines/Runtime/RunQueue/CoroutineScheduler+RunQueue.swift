@@ -14,8 +14,12 @@ extension CoroutineScheduler {
     ///
     /// The coroutine is borrowed from the registry, which keeps it alive (``CoroutineQueue``).
     /// - Complexity: O(1).
+    ///
+    /// On a pool scheduler, the oldest unstarted pool launch when the run queue is empty, and
+    /// every 61st turn before the run queue (``popPoolRunnable(_:)``).
     @inline(__always)
     func popRunnable() -> Unmanaged<Coroutine>? {
+        if let launches = launchQueue { return popPoolRunnable(launches) }
         guard let queued = runQueue.popFirst() else { return nil }
         return queued.isLaunchMarker ? materializeLaunch() : queued
     }
@@ -23,9 +27,17 @@ extension CoroutineScheduler {
     /// Takes the head of the run queue off if `canRun` accepts it, as ``popRunnable()`` does.
     /// A head that `canRun` refuses stays at the head; if it was a launch marker, its coroutine
     /// (created now, for `canRun` to look at) takes the marker's place.
+    /// On a pool scheduler, see ``popPoolRunnable(_:if:)``.
     /// - Complexity: O(1), plus `canRun`.
     @inline(__always)
     func popRunnable(if canRun: (Coroutine) -> Bool) -> Unmanaged<Coroutine>? {
+        if let launches = launchQueue { return popPoolRunnable(launches, if: canRun) }
+        return popQueuedRunnable(if: canRun)
+    }
+
+    /// ``popRunnable(if:)`` on the run queue alone.
+    @inline(__always)
+    func popQueuedRunnable(if canRun: (Coroutine) -> Bool) -> Unmanaged<Coroutine>? {
         guard let queued = runQueue.peek(0) else { return nil }
         var head = queued
         if queued.isLaunchMarker {
@@ -89,5 +101,11 @@ extension CoroutineScheduler {
         while let job = jobs.popFirst() { items.append(.job(job)) }
         while let u = popRunnable() { items.append(.coroutine(u.takeUnretainedValue())) }
         return items
+    }
+
+    /// Whether a pool launch waits in this scheduler's own queue. Its own thread.
+    var hasLocalLaunches: Bool {
+        guard let q = launchQueue else { return false }
+        return !q.isEmpty
     }
 }

@@ -53,6 +53,7 @@ extension CoroutineScheduler {
             }
             var budget = 128
             while budget > 0, let u = popRunnable() {
+                if isSpinning { stopSpinning() }
                 resumeFromLoop(u)
                 budget -= 1
             }
@@ -62,30 +63,37 @@ extension CoroutineScheduler {
                 cancelAll()
                 continue
             }
-            if !runQueue.isEmpty || !jobs.isEmpty {
+            if !runQueue.isEmpty || !jobs.isEmpty || hasLocalLaunches {
                 if !ioWaiters.isEmpty || pollTable.waiterCount > 0 || mainQueueFD >= 0 { poll(timeout: 0) }
                 continue
             }
             if done() { break }
             if !runQueue.isEmpty || !jobs.isEmpty { continue }
+            // A pool scheduler with nothing of its own takes unstarted launches from its pool.
+            if findPoolWork() { continue }
             // A peer on another thread often answers within microseconds (a channel hand-off):
             // spinning briefly avoids the kernel round trip of parking and being woken. Only
-            // while it pays off, though (see `spinMisses`).
-            let spun = spinMisses < Self.spinMissLimit
+            // while it pays off, though (see `spinMisses`), and on a pool, only while few of its
+            // schedulers spin (`startSpinning`).
+            let spun = spinMisses < Self.spinMissLimit && startSpinning()
             if spun {
                 if spinForIncoming() { spinMisses = 0; continue }
                 spinMisses += 1
             }
+            giveUpSpinning()
             StackAllocator.shared.trimIfNeeded()
             tidyHeapIfNeeded()
             parked.store(true, ordering: .sequentiallyConsistent)
+            pool?.enterIdle(self)
             // Re-checked after announcing the park (each writer changes its condition, then
             // wakes a parked loop): posted work, a stop request, or — a launch racing with stop
-            // finishes its coroutine on the launching thread — nothing left to wait for.
+            // finishes its coroutine on the launching thread — nothing left to wait for; on a
+            // pool, launches that it could take.
             if incomingCount.load(ordering: .sequentiallyConsistent) > 0
                 || (stopRequested.load(ordering: .sequentiallyConsistent) && !stopHandled)
-                || done() {
+                || done() || poolHasLaunchesToTake {
                 parked.store(false, ordering: .sequentiallyConsistent)
+                leaveIdle()
                 continue
             }
             var timeout: UInt64? = nil
@@ -96,6 +104,7 @@ extension CoroutineScheduler {
             let parkedAt = spun ? 0 : ccoro_now_ns()
             poll(timeout: timeout)
             parked.store(false, ordering: .sequentiallyConsistent)
+            leaveIdle()
             if !spun, incomingCount.load(ordering: .relaxed) > 0,
                ccoro_now_ns() - parkedAt < Self.idleSpinNanoseconds {
                 // Work posted from another thread came within the spin window: spinning would
@@ -137,6 +146,8 @@ extension CoroutineScheduler {
             // for its coroutines to end like any other work, without spinning all along.
             if incomingCount.load(ordering: .relaxed) > 0
                 || (stopRequested.load(ordering: .relaxed) && !stopHandled) { return true }
+            // Peers' queues are looked at less often: that takes a load per peer.
+            if i & 15 == 0 && poolHasLaunchesToTake { return true }
             ccoro_cpu_relax()
             i += 1
             if i & 63 == 0 && ccoro_now_ns() >= deadline { return false }

@@ -7,8 +7,8 @@ extension CoroutineScheduler {
     /// ``run()`` return once its coroutines have finished).
     ///
     /// A later launch onto a stopped dedicated scheduler never runs and finishes with
-    /// `CoroutineError.schedulerStopped`. Schedulers of a ``SchedulerPool`` cannot be stopped:
-    /// the call is ignored. On ``main`` it ends the current ``run()`` (or `runBlocking` on the
+    /// `CoroutineError.schedulerStopped`. A scheduler of a ``SchedulerPool`` is not stopped alone:
+    /// the call is ignored (``SchedulerPool/stop()`` stops a pool created by the user). On ``main`` it ends the current ``run()`` (or `runBlocking` on the
     /// main thread) — coroutines launched onto main until then are cancelled too — and is
     /// ignored while nothing drives main.
     ///
@@ -16,15 +16,21 @@ extension CoroutineScheduler {
     ///   Thread-safe and idempotent.
     public func stop() {
         guard kind != .pool else { return }
+        requestStop()
+    }
+
+    /// ``stop()``, also for a pool scheduler (its pool's ``SchedulerPool/stop()``).
+    func requestStop() {
         // main: a stop ends the current run; with nothing driving main there is nothing to end.
         if kind == .main && !isDriven.load(ordering: .sequentiallyConsistent) { return }
         stopRequested.store(true, ordering: .sequentiallyConsistent)
         wakeLoop()
     }
 
-    /// Whether a dedicated (or temporary) scheduler has stopped for good: its thread has ended and
-    /// no coroutine can run on it. Always false for ``main`` (which can be driven again) and for
-    /// pool schedulers (which never stop).
+    /// Whether a dedicated (or temporary) scheduler, or a scheduler of a stopped pool, has
+    /// stopped for good: its thread has ended and no coroutine can run on it. Always false for
+    /// ``main`` (which can be driven again) and for the schedulers of the default pools (which
+    /// never stop).
     public var isStopped: Bool { incoming.locked { $0.closed } }
 
     /// Cancels every live coroutine of this scheduler (stop, runBlocking's error path).
@@ -45,6 +51,9 @@ extension CoroutineScheduler {
             return items
         }
         incomingCount.store(0, ordering: .sequentiallyConsistent)
+        // Pool launches cannot be queued here any more (only this thread queues them, and it
+        // runs no coroutine now); whatever is left was launched before the stop.
+        for l in launchQueue?.drain() ?? [] { l.finishUnstarted(CancellationError()) }
         for item in leftovers + drainRunQueue() {
             switch item {
             case .job(let job): job()   // observers and timer bookkeeping: run them here, once

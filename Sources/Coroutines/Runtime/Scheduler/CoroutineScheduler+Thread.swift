@@ -12,12 +12,19 @@ extension CoroutineScheduler {
     /// Starts the dedicated or pool thread that drives this scheduler until it is stopped.
     func startThread() {
         let nice = Self.niceValue(for: qos)
+        // A pool scheduler's thread keeps its pool alive (the scheduler does not retain it).
+        let pool = self.pool
         spawnThread(name: name) { [self] in
             #if canImport(Glibc)
             _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), id_t(ccoro_thread_id()), nice)
             #endif
-            drive { self.stopRequested.load(ordering: .sequentiallyConsistent) && self.liveCount == 0 }
-            close()
+            withExtendedLifetime(pool) {
+                drive {
+                    self.stopRequested.load(ordering: .sequentiallyConsistent) && self.liveCount == 0
+                        && !self.hasLocalLaunches
+                }
+                close()
+            }
         }
     }
 

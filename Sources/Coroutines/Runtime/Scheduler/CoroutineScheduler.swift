@@ -27,7 +27,8 @@ import Synchronization
 /// * ``main`` is the main thread; it runs while the main thread drives it (``run()``, or
 ///   `Coroutine.runBlocking` on the main thread), and also runs blocks submitted to
 ///   `DispatchQueue.main` meanwhile (Linux).
-/// * Schedulers of a ``SchedulerPool`` live for the whole process.
+/// * Schedulers of a ``SchedulerPool`` run until the pool stops (the default pools: for the whole
+///   process), and share their unstarted pool launches (<doc:PoolsAndStealing>).
 /// * `Coroutine.runBlocking` turns the calling thread into a temporary scheduler.
 public final class CoroutineScheduler: @unchecked Sendable {
     enum Kind { case dedicated, main, pool, temporary }
@@ -124,6 +125,26 @@ public final class CoroutineScheduler: @unchecked Sendable {
     /// Loop (`Scheduler/+Loop`) — whether a thread drives this scheduler right now.
     let isDriven = Atomic<Bool>(false)
 
+    // MARK: Pool schedulers (`Stealing/`)
+
+    /// Stealing — the pool this scheduler belongs to; set before its thread starts, never
+    /// changed. Not retained: the pool owns its schedulers, and each pool scheduler's thread
+    /// keeps the pool alive while it runs.
+    unowned(unsafe) var pool: SchedulerPool?
+    /// Stealing — the unstarted pool launches queued here, which idle peers may take (pool
+    /// schedulers only).
+    let launchQueue: LaunchQueue?
+    /// Stealing — this scheduler's index in `pool.schedulers`.
+    let poolIndex: Int
+    /// Stealing — whether this scheduler is counted in `pool.spinning`. Its own thread.
+    @exclusivity(unchecked) var isSpinning = false
+    /// Stealing — turns taken by ``popRunnable()``, so that every 61st takes an unstarted
+    /// launch first (Go's `schedtick`). Its own thread.
+    @exclusivity(unchecked) var schedulingTick: UInt32 = 0
+    /// Stealing — a direct switch found an unstarted launch's turn due and left it to the loop.
+    /// Its own thread.
+    @exclusivity(unchecked) var launchIsDue = false
+
     /// Creates a scheduler with its own thread, which runs until ``stop()``.
     ///
     /// - Parameters:
@@ -136,10 +157,12 @@ public final class CoroutineScheduler: @unchecked Sendable {
         startThread()
     }
 
-    init(name: String, qos: DispatchQoS.QoSClass, kind: Kind) {
+    init(name: String, qos: DispatchQoS.QoSClass, kind: Kind, poolIndex: Int = 0) {
         self.name = name
         self.qos = qos
         self.kind = kind
+        self.poolIndex = poolIndex
+        launchQueue = kind == .pool ? LaunchQueue() : nil
         loopRecord = .allocate(capacity: 1)
         loopRecord.initialize(to: ccoro_stack_record())
         SchedulerDirectory.shared.add(self)
@@ -164,22 +187,33 @@ public final class CoroutineScheduler: @unchecked Sendable {
         return Unmanaged<CoroutineScheduler>.fromOpaque(p).takeUnretainedValue()
     }
 
-    /// The default scheduler for `launch(on: nil)` (see <doc:CoroutineLifecycle>).
+    /// Where `launch(on: nil)` puts a coroutine (see <doc:CoroutineLifecycle>): the running
+    /// coroutine's scheduler, else the scheduler this thread drives, else `main` on the main
+    /// thread; a pool launch (`pool` not nil) if that is a pool scheduler, or on a plain thread
+    /// (of the default pool). `scheduler` is where the launch is queued first. Neither is
+    /// retained: each outlives the call (a pool scheduler through its pool).
     @usableFromInline
-    static func defaultForLaunch() -> CoroutineScheduler {
-        defaultForLaunchUnretained().takeUnretainedValue()
+    static func defaultPlacement() -> (scheduler: Unmanaged<CoroutineScheduler>, pool: Unmanaged<SchedulerPool>?) {
+        let current: Unmanaged<CoroutineScheduler>
+        if let p = ccoro_tls_coroutine() {
+            current = Unmanaged<Coroutine>.fromOpaque(p)._withUnsafeGuaranteedRef { $0.placement }
+        } else if let p = ccoro_tls_scheduler() {
+            current = Unmanaged<CoroutineScheduler>.fromOpaque(p)
+        } else if isMainThread() {
+            return (.passUnretained(.main), nil)
+        } else {
+            let pool = SchedulerPool.default(for: .default)
+            return (.passUnretained(pool.schedulers[0]), .passUnretained(pool))
+        }
+        return (current, current._withUnsafeGuaranteedRef { $0.pool.map(Unmanaged.passUnretained) })
     }
 
-    /// ``defaultForLaunch()`` without a reference: every scheduler it can return outlives the
-    /// call (the running coroutine's, the one this thread drives, `main`, a pool's).
-    @usableFromInline
-    static func defaultForLaunchUnretained() -> Unmanaged<CoroutineScheduler> {
-        if let p = ccoro_tls_coroutine() {
-            return Unmanaged<Coroutine>.fromOpaque(p)._withUnsafeGuaranteedRef { .passUnretained($0.scheduler) }
-        }
-        if let p = ccoro_tls_scheduler() { return Unmanaged<CoroutineScheduler>.fromOpaque(p) }
-        if isMainThread() { return .passUnretained(.main) }
-        return .passUnretained(SchedulerPool.default(for: .default).next())
+    /// Where a coroutine launched with `on: scheduler` is queued first, and its pool if it is a
+    /// pool launch (see ``defaultPlacement()``).
+    static func placement(for scheduler: CoroutineScheduler?) -> (CoroutineScheduler, SchedulerPool?) {
+        if let scheduler { return (scheduler, nil) }
+        let (s, pool) = defaultPlacement()
+        return (s.takeUnretainedValue(), pool?.takeUnretainedValue())
     }
 
     /// Whether the calling thread drives this scheduler.

@@ -2,16 +2,28 @@ import Dispatch
 import QueuePool
 import Synchronization
 
-/// A fixed set of schedulers handed out round-robin: YYKit's `YYDispatchQueuePool` idea applied
-/// to thread-pinned schedulers.
+/// A fixed set of schedulers that share their unstarted coroutines: YYKit's
+/// `YYDispatchQueuePool` idea applied to thread-pinned schedulers, with Go's work stealing for
+/// what has not started yet.
 ///
 /// Each scheduler owns one thread at the pool's QoS, so the pool bounds the number of threads
 /// running coroutines without a concurrent queue. ``default(for:)`` returns one shared pool per
 /// QoS class with one scheduler per CPU the process may use (affinity mask and cgroup v2 CPU
 /// quota; `COROUTINES_SCHEDULERS=N` overrides it).
 ///
+/// ## Pool launches
+/// `Coroutine.launch(on: pool)`, `Coroutine.async(on: pool)` and launches without `on:` from a
+/// pool scheduler or a plain thread are *pool launches*: queued on the launching scheduler
+/// first (or in the pool's shared queue, from outside the pool), and started by whichever
+/// scheduler of the pool is free first. An idle scheduler takes about half of a busy peer's
+/// unstarted launches (Go's `runqsteal`). A coroutine's thread is fixed when it starts and never
+/// changes after: only unstarted launches move. A pool launch may run in parallel with the code
+/// that launched it. A launch onto one scheduler (``next()``, ``schedulers``) is never moved. See
+/// <doc:PoolsAndStealing>.
+///
 /// ## Threading
-/// All members are thread-safe. Pool schedulers live for the whole process: their `stop()` is
+/// All members are thread-safe. The default pools live for the whole process; a pool created
+/// with ``init(name:count:qos:)`` runs until ``stop()``. A pool scheduler's own `stop()` is
 /// ignored.
 public final class SchedulerPool: Sendable {
     /// The pool's schedulers, in round-robin order.
@@ -19,6 +31,23 @@ public final class SchedulerPool: Sendable {
     /// The pool's name; its schedulers are named `name.0`, `name.1`, ….
     public let name: String
     private let counter = Atomic<Int>(0)
+    /// Whether this is one of the ``default(for:)`` pools, which ``stop()`` leaves running.
+    let isDefault: Bool
+
+    // MARK: Stealing (`Stealing/SchedulerPool+Stealing`)
+
+    /// Pool launches made outside the pool's schedulers, and the overflow of their full
+    /// ``LaunchQueue``s, oldest first; closed when the pool stops (Go's global run queue).
+    let injected = Mutex(Injected())
+    /// How many launches `injected` holds, read without its lock.
+    let injectedCount = Atomic<Int>(0)
+    /// The indices of the schedulers parked with nothing to do (Go's idle P list); guarded by
+    /// its lock, counted in `idleCount`.
+    let idle = Mutex<[Int]>([])
+    /// `idle`'s count, read without its lock.
+    let idleCount = Atomic<Int>(0)
+    /// Schedulers looking for launches to steal (Go's `nmspinning`).
+    let spinning = Atomic<Int>(0)
 
     /// Creates `count` schedulers, each with its own thread at `qos`.
     ///
@@ -28,17 +57,27 @@ public final class SchedulerPool: Sendable {
     ///   - qos: Priority class of the threads.
     /// - Returns: nil unless `count` is in `1...1024`.
     /// - Complexity: starts `count` threads.
-    public init?(name: String, count: Int, qos: DispatchQoS.QoSClass = .default) {
+    public convenience init?(name: String, count: Int, qos: DispatchQoS.QoSClass = .default) {
+        self.init(name: name, count: count, qos: qos, isDefault: false)
+    }
+
+    init?(name: String, count: Int, qos: DispatchQoS.QoSClass, isDefault: Bool) {
         guard (1...PoolSize.maximum).contains(count) else { return nil }
         self.name = name
+        self.isDefault = isDefault
         schedulers = (0..<count).map { i in
-            let s = CoroutineScheduler(name: "\(name).\(i)", qos: qos, kind: .pool)
-            s.startThread()
-            return s
+            CoroutineScheduler(name: "\(name).\(i)", qos: qos, kind: .pool, poolIndex: i)
         }
+        for s in schedulers {
+            s.pool = self
+        }
+        for s in schedulers { s.startThread() }
     }
 
     /// The next scheduler in round-robin order (each returned once per `schedulers.count` calls).
+    ///
+    /// A launch onto the scheduler returned is never moved to another (it starts there, in launch
+    /// order among that scheduler's launches): use it to opt out of stealing.
     /// - Complexity: O(1), one atomic increment. Thread-safe.
     public func next() -> CoroutineScheduler {
         let n = counter.wrappingAdd(1, ordering: .relaxed).oldValue
@@ -62,7 +101,7 @@ public final class SchedulerPool: Sendable {
     }
 
     private static func make(_ qos: DispatchQoS.QoSClass, _ label: String) -> SchedulerPool {
-        SchedulerPool(name: "coroutines.\(label)", count: defaultCount, qos: qos)!
+        SchedulerPool(name: "coroutines.\(label)", count: defaultCount, qos: qos, isDefault: true)!
     }
     /// Computed once, so that an invalid `COROUTINES_SCHEDULERS` is reported once.
     private static let defaultCount = PoolSize.defaultCount()

@@ -1,0 +1,226 @@
+import CCoroutines
+import Synchronization
+
+/// The pool's side of stealing: where a pool launch is queued, the shared queue for launches
+/// from outside the pool, and which idle scheduler to wake (Go's `runqput`/`globrunqput`,
+/// `wakep`, `pidleput`/`pidleget` in `runtime/proc.go`; see <doc:PoolsAndStealing>).
+///
+/// ## Invariants
+/// - Every pool launch is, until a scheduler takes it to start it, in exactly one place: one
+///   scheduler's ``LaunchQueue`` or `injected`. It is started once, by one scheduler.
+/// - `injected.closed` only goes from false to true (``stop()``); after that nothing is added to
+///   `injected` and every new pool launch finishes with `CoroutineError.schedulerStopped`.
+/// - `idle` holds each parked scheduler at most once; a scheduler taken out of it by
+///   ``wakeIdleSchedulerIfNeeded()`` is counted in `spinning` until it finds work or parks again
+///   (``CoroutineScheduler/stopSpinning()``).
+/// - `spinning` ≤ the number of schedulers; a launch wakes an idle scheduler only when nobody
+///   spins, so at most one wake-up is in flight per burst of launches (a woken scheduler that
+///   finds work wakes the next: Go's `resetspinning`).
+extension SchedulerPool {
+    /// The shared queue and whether the pool has stopped. Guarded by `injected`'s lock.
+    struct Injected {
+        var launches = RingBuffer<PoolLaunch>(capacity: 16)
+        var closed = false
+    }
+
+    /// Queues a pool launch: on the calling thread's scheduler if it belongs to this pool (no
+    /// lock), else in the shared queue; then wakes an idle scheduler if nobody is looking for
+    /// work. A launch onto a stopped pool finishes with `CoroutineError.schedulerStopped`.
+    /// Any thread.
+    /// - Complexity: O(1) amortised (O(``LaunchQueue/capacity``) when the local queue is full,
+    ///   once per half of it).
+    func submit(_ launch: consuming PoolLaunch) {
+        if let queue = localQueue() {
+            queue.push(launch, overflow: { inject($0) })
+        } else {
+            inject([launch])
+        }
+        wakeIdleSchedulerIfNeeded()
+    }
+
+    /// The launch queue of the scheduler this thread drives, if it belongs to this pool and is
+    /// not stopping.
+    @inline(__always)
+    private func localQueue() -> LaunchQueue? {
+        guard let p = ccoro_tls_scheduler() else { return nil }
+        return Unmanaged<CoroutineScheduler>.fromOpaque(p)._withUnsafeGuaranteedRef { s in
+            guard s.pool === self, !s.stopRequested.load(ordering: .relaxed) else { return nil }
+            return s.launchQueue
+        }
+    }
+
+    /// Queues a pool launch of `Coroutine.async` whose coroutine is created when it starts, as a
+    /// child of the running coroutine (if any). `body` keeps `observer` (the promise) alive.
+    @usableFromInline
+    func submitUncreated(body: consuming @escaping () throws -> Void, observer: any UnstartedObserver) {
+        let parent = ccoro_tls_coroutine().map { Unmanaged<Coroutine>.fromOpaque($0).retain() }
+        submit(PoolLaunch(body: body, observer: observer, parent: parent))
+    }
+
+    /// Where a pool launch made on this thread is queued first: the scheduler this thread drives
+    /// if it belongs to the pool, else the pool's first scheduler (standing for the shared
+    /// queue). Any thread.
+    @usableFromInline
+    func firstPlacement() -> CoroutineScheduler {
+        if let p = ccoro_tls_scheduler() {
+            let s = Unmanaged<CoroutineScheduler>.fromOpaque(p)
+            if s._withUnsafeGuaranteedRef({ $0.pool === self }) { return s.takeUnretainedValue() }
+        }
+        return schedulers[0]
+    }
+
+    /// Appends `launches` to the shared queue, or finishes them if the pool has stopped.
+    func inject(_ launches: consuming [PoolLaunch]) {
+        let n = launches.count
+        var pending = Optional(launches)
+        let accepted = injected.locked { s in
+            if s.closed { return false }
+            for l in pending.take()! { s.launches.append(l) }
+            return true
+        }
+        if !accepted {
+            for l in pending.take()! { l.finishUnstarted(CoroutineError.schedulerStopped) }
+            return
+        }
+        // Sequentially consistent (a locked add): ordered before the idle count that
+        // `wakeIdleSchedulerIfNeeded` loads next, against a parking scheduler, which counts
+        // itself idle and then loads this.
+        injectedCount.add(n, ordering: .sequentiallyConsistent)
+    }
+
+    /// Takes a share of the shared queue (at most `max`) for `scheduler`, a scheduler of this
+    /// pool on its own thread: returns the oldest and queues the rest of the share on
+    /// `scheduler`'s ``LaunchQueue``, which must then be empty (Go's `globrunqget`). Nil if the
+    /// shared queue is empty.
+    @inline(__always)
+    func takeInjected(for scheduler: CoroutineScheduler, max: Int) -> PoolLaunch? {
+        guard injectedCount.load(ordering: .relaxed) > 0 else { return nil }
+        return takeInjectedShare(for: scheduler, max: max)
+    }
+
+    private func takeInjectedShare(for scheduler: CoroutineScheduler, max: Int) -> PoolLaunch? {
+        let share = injected.locked { s -> [PoolLaunch] in
+            let n = Swift.min(s.launches.count / schedulers.count + 1, s.launches.count, max)
+            var share: [PoolLaunch] = []
+            share.reserveCapacity(n)
+            for _ in 0..<n { share.append(s.launches.popFirst()!) }
+            return share
+        }
+        guard !share.isEmpty else { return nil }
+        injectedCount.subtract(share.count, ordering: .relaxed)
+        var rest = share.makeIterator()
+        let first = rest.next()
+        while let l = rest.next() {
+            scheduler.launchQueue!.push(l, overflow: { _ in
+                preconditionFailure("internal inconsistency: a share of the shared queue overflowed a local queue")
+            })
+        }
+        return first
+    }
+
+    /// Whether a scheduler other than `scheduler` has unstarted launches, or the shared queue
+    /// has some. Any thread; a snapshot.
+    /// - Complexity: O(schedulers).
+    func hasLaunchesToTake(besides scheduler: CoroutineScheduler) -> Bool {
+        if injectedCount.load(ordering: .sequentiallyConsistent) > 0 { return true }
+        for s in schedulers where s !== scheduler {
+            if let q = s.launchQueue, !q.isEmpty { return true }
+        }
+        return false
+    }
+
+    /// Whether a scheduler that found nothing may spin looking for work: Go's rule, while
+    /// 2 × spinning < busy schedulers (busy: not parked), so that spinners never burn more than
+    /// half of the CPUs that do work.
+    var maySpin: Bool {
+        2 * spinning.load(ordering: .relaxed) < schedulers.count - idleCount.load(ordering: .relaxed)
+    }
+
+    /// Wakes one parked scheduler to look for work, if one is parked and none is looking
+    /// already (Go's `wakep`). Any thread.
+    /// - Complexity: O(1) when nothing needs waking (two loads); else one lock and one poller
+    ///   wake-up.
+    @inline(__always)
+    func wakeIdleSchedulerIfNeeded() {
+        guard idleCount.load(ordering: .sequentiallyConsistent) > 0,
+              spinning.load(ordering: .relaxed) == 0 else { return }
+        wakeIdleScheduler()
+    }
+
+    private func wakeIdleScheduler() {
+        // One wake-up per burst: whoever moves `spinning` from 0 wakes; the one woken wakes the
+        // next when it finds work.
+        guard spinning.compareExchange(expected: 0, desired: 1, ordering: .sequentiallyConsistent).exchanged else { return }
+        let taken: Int? = idle.locked { list in
+            guard let i = list.popLast() else { return nil }
+            idleCount.subtract(1, ordering: .sequentiallyConsistent)
+            return i
+        }
+        guard let taken else {
+            spinning.subtract(1, ordering: .sequentiallyConsistent)
+            return
+        }
+        // Counted as spinning from here; it sees that it was taken out of `idle` when it
+        // wakes (``CoroutineScheduler/leaveIdle()``).
+        schedulers[taken].wakeLoop()
+    }
+
+    /// Counts `scheduler` as idle, about to park. Its own thread.
+    func enterIdle(_ scheduler: CoroutineScheduler) {
+        idle.locked { list in
+            list.append(scheduler.poolIndex)
+            idleCount.add(1, ordering: .sequentiallyConsistent)
+        }
+    }
+
+    /// Takes `scheduler` out of the idle list after it woke or did not park. Returns false if a
+    /// waker had taken it out already: it is then counted as spinning. Its own thread.
+    func leaveIdle(_ scheduler: CoroutineScheduler) -> Bool {
+        idle.locked { list in
+            guard let i = list.lastIndex(of: scheduler.poolIndex) else { return false }
+            list.remove(at: i)
+            idleCount.subtract(1, ordering: .sequentiallyConsistent)
+            return true
+        }
+    }
+
+    /// Stops every scheduler of a pool created with ``init(name:count:qos:)``: its coroutines are
+    /// cancelled and unwound (as ``CoroutineScheduler/stop()`` does for one scheduler), pool
+    /// launches that have not started are cancelled, and the threads end. Later launches onto
+    /// the pool or its schedulers finish with `CoroutineError.schedulerStopped`. The default
+    /// pools ignore it.
+    ///
+    /// - Suspends: no; returns at once (the unwinding happens on the schedulers' threads).
+    ///   Thread-safe and idempotent.
+    /// - Complexity: O(schedulers + launches in the shared queue).
+    public func stop() {
+        guard !isDefault else { return }
+        let leftovers = injected.locked { s -> [PoolLaunch] in
+            s.closed = true
+            var all: [PoolLaunch] = []
+            while let l = s.launches.popFirst() { all.append(l) }
+            return all
+        }
+        injectedCount.store(0, ordering: .sequentiallyConsistent)
+        for l in leftovers { l.finishUnstarted(CancellationError()) }
+        for s in schedulers { s.requestStop() }
+    }
+}
+
+extension PoolLaunch {
+    /// Finishes a launch that will never start, with `error`, anywhere: its coroutine ends
+    /// unstarted (or, for a launch whose coroutine does not exist yet, its observer is told), and
+    /// the launch's references are given back.
+    consuming func finishUnstarted(_ error: any Error) {
+        if let entry = coroutine {
+            entry._withUnsafeGuaranteedRef { $0.finishUnstarted(error) }
+            entry.release()
+        } else {
+            // The body keeps the observer alive: released only after it was told.
+            let body = self.body.take()
+            observer?.coroutineNeverRan(error)
+            withExtendedLifetime(body) {}
+        }
+        parent?.release()
+    }
+}
