@@ -152,7 +152,7 @@ func taskSpawn(count: Int) throws -> Double {
 
 // MARK: skynet — 1,000,000 leaves, fan-out 10, one scheduler
 
-private func skynetNode(_ num: Int, _ size: Int, _ div: Int) throws -> Int {
+func skynetNode(_ num: Int, _ size: Int, _ div: Int) throws -> Int {
     if size == 1 { return num }
     let childSize = size / div
     var promises: [Promise<Int>] = []

@@ -24,6 +24,36 @@ struct Benchmark {
     let peers: [Workload]
     /// true: smaller is better (time); false: larger is better (throughput).
     var smallerIsBetter = true
+    /// Whether each workload is measured in a child process of its own (`--workload`), so that
+    /// what one leaves in the heap and the stack caches cannot change the next one's figures.
+    var isolated = false
+}
+
+/// Measures workload `index` of `benchmark` (0: ours, then its peers): here, or in a child
+/// process running `--workload <name> <index>` if the benchmark is isolated.
+func measure(_ benchmark: Benchmark, workload index: Int) throws -> Summary {
+    let w = index == 0 ? benchmark.ours : benchmark.peers[index - 1]
+    guard benchmark.isolated else { return try measure(w) }
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0])
+    process.arguments = ["--workload", benchmark.name, String(index)]
+    let pipe = Pipe()
+    process.standardOutput = pipe
+    try process.run()
+    let data = pipe.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    let text = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+    let fields = (text.split(separator: "\n").last ?? "").split(separator: " ").compactMap { Double($0) }
+    guard process.terminationStatus == 0, fields.count == 4 else {
+        throw BenchError.child("workload \(w.name) exited \(process.terminationStatus): \(text)")
+    }
+    return Summary(median: fields[0], min: fields[1], max: fields[2], n: Int(fields[3]))
+}
+
+/// The child side of an isolated measurement: prints `median min max n`.
+func runWorkloadChild(_ benchmark: Benchmark, _ index: Int) throws {
+    let s = try measure(index == 0 ? benchmark.ours : benchmark.peers[index - 1])
+    emit("\(s.median) \(s.min) \(s.max) \(s.n)")
 }
 
 struct Summary {

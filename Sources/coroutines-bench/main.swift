@@ -27,6 +27,22 @@ let benchmarks: [Benchmark] = [
     Benchmark(name: "skynet",
               ours: Workload(name: "skynet (1M leaves)", unit: "ms", runs: 5) { try coroutineSkynet() },
               peers: [Workload(name: "swift: TaskGroup", unit: "ms", runs: 3) { try taskSkynet() }]),
+    Benchmark(name: "skynet-pool",
+              ours: Workload(name: "skynet-pool (default pool)", unit: "ms", runs: 5) { try coroutineSkynetPool() },
+              peers: [Workload(name: "skynet (one scheduler)", unit: "ms", runs: 5) { try coroutineSkynet() },
+                      Workload(name: "swift: TaskGroup", unit: "ms", runs: 3) { try taskSkynet() }],
+              isolated: true),
+    Benchmark(name: "skew",
+              ours: Workload(name: "skew (default pool)", unit: "ms", runs: 5) { try coroutineSkew(onPool: true) },
+              peers: [Workload(name: "skew (one scheduler)", unit: "ms", runs: 5) { try coroutineSkew(onPool: false) },
+                      Workload(name: "swift: TaskGroup", unit: "ms", runs: 5) { try taskSkew() }],
+              isolated: true),
+    Benchmark(name: "idle",
+              ours: Workload(name: "idle after skynet-pool", unit: "% of a CPU", runs: 1) { try idleAfterSkynetPool() },
+              peers: [], isolated: true),
+    Benchmark(name: "idle-launches",
+              ours: Workload(name: "a pool launch per ms", unit: "% of a CPU", runs: 1) { try idleWithLaunchPerMillisecond() },
+              peers: [], isolated: true),
     Benchmark(name: "promise",
               ours: Workload(name: "promise (fulfil → resume)", unit: "ns/op", runs: 9) { try coroutinePromise(iterations: 200_000) },
               peers: [Workload(name: "swift: UnsafeContinuation", unit: "ns/op", runs: 9) { try continuationPromise(iterations: 200_000) }]),
@@ -73,6 +89,12 @@ if CommandLine.arguments.count == 4, CommandLine.arguments[1] == "--parked-child
     exit(0)
 }
 
+if CommandLine.arguments.count == 4, CommandLine.arguments[1] == "--workload",
+   let b = benchmarks.first(where: { $0.name == CommandLine.arguments[2] }), let index = Int(CommandLine.arguments[3]) {
+    try runWorkloadChild(b, index)
+    exit(0)
+}
+
 if CommandLine.arguments.count > 1, CommandLine.arguments[1] == "--echo-client" {
     try runEchoClientCommand(Array(CommandLine.arguments.dropFirst(2)))
     exit(0)
@@ -84,12 +106,12 @@ if selected.isEmpty {
     emit("unknown benchmark; available: \(benchmarks.map(\.name).joined(separator: " "))")
 }
 for b in selected {
-    let ours = try measure(b.ours)
+    let ours = try measure(b, workload: 0)
     report(b.ours.name, ours, b.ours.unit)
     reportSecondary(b.ours.name)
     guard getenv("COROUTINES_BENCH_NO_PEER") == nil else { continue }
-    for peer in b.peers {
-        let theirs = try measure(peer)
+    for (i, peer) in b.peers.enumerated() {
+        let theirs = try measure(b, workload: i + 1)
         report(peer.name, theirs, peer.unit)
         reportSecondary(peer.name)
         let ratio = b.smallerIsBetter ? theirs.median / ours.median : ours.median / theirs.median

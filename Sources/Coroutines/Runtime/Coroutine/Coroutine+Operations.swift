@@ -37,7 +37,7 @@ extension Coroutine {
     public static func yield() throws {
         try withCurrent { c in
             try c.checkInterrupts()
-            Unmanaged.passUnretained(c.scheduler)._withUnsafeGuaranteedRef { s in
+            c.placement._withUnsafeGuaranteedRef { s in
                 c.status = .ready
                 s.runQueue.append(Unmanaged.passUnretained(c))
                 c.waitKindValue.store(WaitKind.yield.rawValue, ordering: .relaxed)

@@ -132,13 +132,16 @@ private func runCoroutine(_ arg: UnsafeMutableRawPointer)
         if let body = c.body.take() {
             do { try body() } catch { thrown = error }
         }
-        if let r = c.record { c.scheduler.checkStack(of: c, r) }
+        c.placement._withUnsafeGuaranteedRef { scheduler in
+            if let r = c.record { scheduler.checkStack(of: c, r) }
+        }
         c.finish(error: thrown)
-        let scheduler = c.scheduler
-        scheduler.finishedCoroutine = Unmanaged.passUnretained(c)
-        ccoro_tls_set_coroutine(nil, nil)
-        let from = UnsafeMutableRawPointer(c.record.unsafelyUnwrapped).assumingMemoryBound(to: ccoro_context.self)
-        return (from, scheduler.loopRecord)
+        return c.placement._withUnsafeGuaranteedRef { scheduler in
+            scheduler.finishedCoroutine = Unmanaged.passUnretained(c)
+            ccoro_tls_set_coroutine(nil, nil)
+            let from = UnsafeMutableRawPointer(c.record.unsafelyUnwrapped).assumingMemoryBound(to: ccoro_context.self)
+            return (from, scheduler.loopRecord)
+        }
     }
 }
 

@@ -38,9 +38,7 @@ public final class SchedulerPool: Sendable {
 
     /// Pool launches made outside the pool's schedulers, and the overflow of their full
     /// ``LaunchQueue``s, oldest first; closed when the pool stops (Go's global run queue).
-    let injected = Mutex(Injected())
-    /// How many launches `injected` holds, read without its lock.
-    let injectedCount = Atomic<Int>(0)
+    let shared = SharedLaunchQueue()
     /// The indices of the schedulers parked with nothing to do (Go's idle P list); guarded by
     /// its lock, counted in `idleCount`.
     let idle = Mutex<[Int]>([])

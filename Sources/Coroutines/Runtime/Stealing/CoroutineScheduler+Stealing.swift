@@ -62,12 +62,15 @@ extension CoroutineScheduler {
             // Its placement is final from here: only this thread could still move it.
             entry._withUnsafeGuaranteedRef { $0.placementValue.store(.passUnretained(self), ordering: .relaxed) }
         } else {
+            // Unwrapped without a generic helper (`take()`): passing a closure through a generic
+            // function wraps it in two reabstraction thunks, each allocated.
+            let body = launch.body!
+            launch.body = nil
             // The reference it is created with becomes the registry's.
             entry = Unmanaged.passRetained(Coroutine(scheduler: self, pool: pool, name: nil, stackSize: nil,
                                                      reportsUnobservedErrors: false,
-                                                     unstartedObserver: launch.observer,
-                                                     body: launch.body.take().unsafelyUnwrapped))
-            if let parent = launch.parent.take() {
+                                                     unstartedObserver: launch.observer, body: body))
+            if let parent = launch.parent {
                 // The launch's reference to the parent becomes the child's.
                 entry._withUnsafeGuaranteedRef { $0.link(parentReference: parent) }
             }

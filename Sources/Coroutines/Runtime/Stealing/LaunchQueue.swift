@@ -52,8 +52,6 @@ final class LaunchQueue: @unchecked Sendable {
     /// Written by the owner only.
     private let tail = Atomic<UInt32>(0)
     private let slots: UnsafeMutablePointer<Slot>
-    /// Where the owner turns a launch into words and back (uninitialised between uses).
-    private let scratch = UnsafeMutablePointer<PoolLaunch>.allocate(capacity: 1)
 
     init() {
         precondition(MemoryLayout<PoolLaunch>.size == MemoryLayout<Words>.size
@@ -68,7 +66,6 @@ final class LaunchQueue: @unchecked Sendable {
         // never close, and never deinitialise).
         slots.deinitialize(count: Int(Self.capacity))
         slots.deallocate()
-        scratch.deallocate()
     }
 
     /// How many launches it holds: a snapshot, exact only on the owner's thread between its own
@@ -85,12 +82,18 @@ final class LaunchQueue: @unchecked Sendable {
     /// Whether it holds nothing (a snapshot). Any thread.
     var isEmpty: Bool { count == 0 }
 
-    /// Appends `launch`. If the queue is full, moves its older half and `launch` into
-    /// `overflow` (the pool's shared queue), oldest first (Go's `runqputslow`). Owner only.
+    /// Appends `launch`. If the queue is full, hands its older half and `launch` to
+    /// `overflow` (for the pool's shared queue, which then owns them), oldest first (Go's
+    /// `runqputslow`). Owner only.
     /// - Complexity: O(1); O(``capacity``) when full, once per ``capacity``/2 pushes.
     @inline(__always)
-    func push(_ launch: consuming PoolLaunch, overflow: (consuming [PoolLaunch]) -> Void) {
-        let words = words(moving: launch)
+    func push(_ launch: consuming PoolLaunch, overflow: (UnsafeBufferPointer<Words>) -> Void) {
+        push(words: Self.words(moving: launch), overflow: overflow)
+    }
+
+    /// ``push(_:overflow:)`` for a launch already in words.
+    @inline(__always)
+    func push(words: Words, overflow: (UnsafeBufferPointer<Words>) -> Void) {
         while true {
             let h = head.load(ordering: .acquiring)
             let t = tail.load(ordering: .relaxed)
@@ -99,26 +102,25 @@ final class LaunchQueue: @unchecked Sendable {
                 tail.store(t &+ 1, ordering: .releasing)
                 return
             }
-            if let batch = takeHalf(head: h, tail: t) {
-                var all = batch
-                all.append(self.launch(moving: words))
-                overflow(all)
-                return
-            }
+            if pushSlow(words, head: h, tail: t, overflow: overflow) { return }
             // A thief took some meanwhile: there is room now.
         }
     }
 
-    /// Takes the older half of a full queue for the shared queue; nil if a thief moved `head`.
-    private func takeHalf(head h: UInt32, tail t: UInt32) -> [PoolLaunch]? {
-        let n = (t &- h) / 2
-        var batch: [Words] = []
-        batch.reserveCapacity(Int(n))
-        for i in 0..<n { batch.append(slots[Int((h &+ i) % Self.capacity)].load()) }
-        guard head.compareExchange(expected: h, desired: h &+ n, ordering: .acquiringAndReleasing).exchanged else {
-            return nil   // nothing read is ours: dropped as plain words
+    /// Takes the older half of a full queue and hands it, with `words`, to `overflow`; false
+    /// (nothing taken) if a thief moved `head` first.
+    private func pushSlow(_ words: Words, head h: UInt32, tail t: UInt32,
+                          overflow: (UnsafeBufferPointer<Words>) -> Void) -> Bool {
+        let n = Int((t &- h) / 2)
+        return withUnsafeTemporaryAllocation(of: Words.self, capacity: n + 1) { batch in
+            for i in 0..<n { batch[i] = slots[Int((h &+ UInt32(i)) % Self.capacity)].load() }
+            guard head.compareExchange(expected: h, desired: h &+ UInt32(n), ordering: .acquiringAndReleasing).exchanged else {
+                return false   // nothing read is ours: dropped as plain words
+            }
+            batch[n] = words
+            overflow(UnsafeBufferPointer(batch))
+            return true
         }
-        return batch.map { launch(moving: $0) }
     }
 
     /// Takes the oldest launch off. Owner only (thieves take with ``steal(from:)``).
@@ -131,7 +133,7 @@ final class LaunchQueue: @unchecked Sendable {
             if t == h { return nil }
             let words = slots[Int(h % Self.capacity)].load()
             if head.compareExchange(expected: h, desired: h &+ 1, ordering: .acquiringAndReleasing).exchanged {
-                return launch(moving: words)
+                return Self.launch(moving: words)
             }
         }
     }
@@ -161,7 +163,7 @@ final class LaunchQueue: @unchecked Sendable {
                 continue   // the copies are not ours: overwritten next time
             }
             if n > 1 { tail.store(t &+ n &- 1, ordering: .releasing) }
-            return launch(moving: first)
+            return Self.launch(moving: first)
         }
     }
 
@@ -172,18 +174,23 @@ final class LaunchQueue: @unchecked Sendable {
         return all
     }
 
-    /// The words of `launch`, which they now own. Owner only (it goes through `scratch`).
+    /// The words of `launch`, which they now own.
     @inline(__always)
-    private func words(moving launch: consuming PoolLaunch) -> Words {
-        scratch.initialize(to: launch)
-        // Not deinitialised: its references now belong to the words.
-        return UnsafeRawPointer(scratch).load(as: Words.self)
+    static func words(moving launch: consuming PoolLaunch) -> Words {
+        var source: PoolLaunch? = consume launch
+        return withUnsafeTemporaryAllocation(of: PoolLaunch.self, capacity: 1) { b in
+            b.baseAddress.unsafelyUnwrapped.initialize(to: source.take().unsafelyUnwrapped)
+            // Not deinitialised: its references now belong to the words.
+            return UnsafeRawPointer(b.baseAddress.unsafelyUnwrapped).load(as: Words.self)
+        }
     }
 
-    /// The launch whose words (and references) `words` are. Owner only.
+    /// The launch whose words (and references) `words` are.
     @inline(__always)
-    private func launch(moving words: Words) -> PoolLaunch {
-        UnsafeMutableRawPointer(scratch).storeBytes(of: words, as: Words.self)
-        return scratch.move()
+    static func launch(moving words: Words) -> PoolLaunch {
+        withUnsafeTemporaryAllocation(of: PoolLaunch.self, capacity: 1) { b in
+            UnsafeMutableRawPointer(b.baseAddress.unsafelyUnwrapped).storeBytes(of: words, as: Words.self)
+            return b.baseAddress.unsafelyUnwrapped.move()
+        }
     }
 }

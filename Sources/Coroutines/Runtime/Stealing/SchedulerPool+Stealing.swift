@@ -7,9 +7,9 @@ import Synchronization
 ///
 /// ## Invariants
 /// - Every pool launch is, until a scheduler takes it to start it, in exactly one place: one
-///   scheduler's ``LaunchQueue`` or `injected`. It is started once, by one scheduler.
-/// - `injected.closed` only goes from false to true (``stop()``); after that nothing is added to
-///   `injected` and every new pool launch finishes with `CoroutineError.schedulerStopped`.
+///   scheduler's ``LaunchQueue`` or `shared`. It is started once, by one scheduler.
+/// - `shared` closes once (``stop()``); after that nothing is added to it and every new pool
+///   launch finishes with `CoroutineError.schedulerStopped`.
 /// - `idle` holds each parked scheduler at most once; a scheduler taken out of it by
 ///   ``wakeIdleSchedulerIfNeeded()`` is counted in `spinning` until it finds work or parks again
 ///   (``CoroutineScheduler/stopSpinning()``).
@@ -17,12 +17,6 @@ import Synchronization
 ///   spins, so at most one wake-up is in flight per burst of launches (a woken scheduler that
 ///   finds work wakes the next: Go's `resetspinning`).
 extension SchedulerPool {
-    /// The shared queue and whether the pool has stopped. Guarded by `injected`'s lock.
-    struct Injected {
-        var launches = RingBuffer<PoolLaunch>(capacity: 16)
-        var closed = false
-    }
-
     /// Queues a pool launch: on the calling thread's scheduler if it belongs to this pool (no
     /// lock), else in the shared queue; then wakes an idle scheduler if nobody is looking for
     /// work. A launch onto a stopped pool finishes with `CoroutineError.schedulerStopped`.
@@ -33,7 +27,8 @@ extension SchedulerPool {
         if let queue = localQueue() {
             queue.push(launch, overflow: { inject($0) })
         } else {
-            inject([launch])
+            let words = LaunchQueue.words(moving: launch)
+            withUnsafePointer(to: words) { inject(UnsafeBufferPointer(start: $0, count: 1)) }
         }
         wakeIdleSchedulerIfNeeded()
     }
@@ -69,60 +64,44 @@ extension SchedulerPool {
         return schedulers[0]
     }
 
-    /// Appends `launches` to the shared queue, or finishes them if the pool has stopped.
-    func inject(_ launches: consuming [PoolLaunch]) {
-        let n = launches.count
-        var pending = Optional(launches)
-        let accepted = injected.locked { s in
-            if s.closed { return false }
-            for l in pending.take()! { s.launches.append(l) }
-            return true
+    /// Appends `launches` (which it owns) to the shared queue, or finishes them if the pool has
+    /// stopped.
+    func inject(_ launches: UnsafeBufferPointer<LaunchQueue.Words>) {
+        if !shared.append(launches) {
+            for w in launches { LaunchQueue.launch(moving: w).finishUnstarted(CoroutineError.schedulerStopped) }
         }
-        if !accepted {
-            for l in pending.take()! { l.finishUnstarted(CoroutineError.schedulerStopped) }
-            return
-        }
-        // Sequentially consistent (a locked add): ordered before the idle count that
-        // `wakeIdleSchedulerIfNeeded` loads next, against a parking scheduler, which counts
-        // itself idle and then loads this.
-        injectedCount.add(n, ordering: .sequentiallyConsistent)
     }
 
     /// Takes a share of the shared queue (at most `max`) for `scheduler`, a scheduler of this
     /// pool on its own thread: returns the oldest and queues the rest of the share on
-    /// `scheduler`'s ``LaunchQueue``, which must then be empty (Go's `globrunqget`). Nil if the
-    /// shared queue is empty.
+    /// `scheduler`'s ``LaunchQueue``, which must then have room for them (Go's `globrunqget`).
+    /// Nil if the shared queue is empty.
     @inline(__always)
     func takeInjected(for scheduler: CoroutineScheduler, max: Int) -> PoolLaunch? {
-        guard injectedCount.load(ordering: .relaxed) > 0 else { return nil }
+        guard shared.launchCount.load(ordering: .relaxed) > 0 else { return nil }
         return takeInjectedShare(for: scheduler, max: max)
     }
 
     private func takeInjectedShare(for scheduler: CoroutineScheduler, max: Int) -> PoolLaunch? {
-        let share = injected.locked { s -> [PoolLaunch] in
-            let n = Swift.min(s.launches.count / schedulers.count + 1, s.launches.count, max)
-            var share: [PoolLaunch] = []
-            share.reserveCapacity(n)
-            for _ in 0..<n { share.append(s.launches.popFirst()!) }
-            return share
+        let queue = scheduler.launchQueue.unsafelyUnwrapped
+        var first: LaunchQueue.Words?
+        _ = shared.take(max: max, share: schedulers.count) { w in
+            if first == nil {
+                first = w
+            } else {
+                queue.push(words: w, overflow: { _ in
+                    preconditionFailure("internal inconsistency: a share of the shared queue overflowed a local queue")
+                })
+            }
         }
-        guard !share.isEmpty else { return nil }
-        injectedCount.subtract(share.count, ordering: .relaxed)
-        var rest = share.makeIterator()
-        let first = rest.next()
-        while let l = rest.next() {
-            scheduler.launchQueue!.push(l, overflow: { _ in
-                preconditionFailure("internal inconsistency: a share of the shared queue overflowed a local queue")
-            })
-        }
-        return first
+        return first.map { LaunchQueue.launch(moving: $0) }
     }
 
     /// Whether a scheduler other than `scheduler` has unstarted launches, or the shared queue
     /// has some. Any thread; a snapshot.
     /// - Complexity: O(schedulers).
     func hasLaunchesToTake(besides scheduler: CoroutineScheduler) -> Bool {
-        if injectedCount.load(ordering: .sequentiallyConsistent) > 0 { return true }
+        if shared.launchCount.load(ordering: .sequentiallyConsistent) > 0 { return true }
         for s in schedulers where s !== scheduler {
             if let q = s.launchQueue, !q.isEmpty { return true }
         }
@@ -195,14 +174,7 @@ extension SchedulerPool {
     /// - Complexity: O(schedulers + launches in the shared queue).
     public func stop() {
         guard !isDefault else { return }
-        let leftovers = injected.locked { s -> [PoolLaunch] in
-            s.closed = true
-            var all: [PoolLaunch] = []
-            while let l = s.launches.popFirst() { all.append(l) }
-            return all
-        }
-        injectedCount.store(0, ordering: .sequentiallyConsistent)
-        for l in leftovers { l.finishUnstarted(CancellationError()) }
+        for w in shared.close() { LaunchQueue.launch(moving: w).finishUnstarted(CancellationError()) }
         for s in schedulers { s.requestStop() }
     }
 }

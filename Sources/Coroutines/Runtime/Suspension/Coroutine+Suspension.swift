@@ -162,7 +162,7 @@ extension Coroutine {
     func wakeClaimed(_ reason: WakeReason) {
         wakeReason = reason
         // The scheduler is borrowed: this coroutine holds it.
-        Unmanaged.passUnretained(scheduler)._withUnsafeGuaranteedRef { $0.makeReady(self) }
+        placement._withUnsafeGuaranteedRef { $0.makeReady(self) }
     }
 
     /// Claims the current suspension, if one is armed (cancellation, timeouts).
@@ -250,7 +250,7 @@ extension Coroutine {
     private func suspendForWake(_ kind: WaitKind) {
         waitKindValue.store(kind.rawValue, ordering: .relaxed)
         status = .suspended
-        scheduler.switchAway(from: self)
+        placement._withUnsafeGuaranteedRef { $0.switchAway(from: self) }
         waitKindValue.store(WaitKind.none.rawValue, ordering: .relaxed)
     }
 }

@@ -1,0 +1,125 @@
+import CCoroutines
+import Coroutines
+import Dispatch
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+// The pool benchmarks run unpinned: they measure how work spreads over the CPUs. Each workload
+// runs in a child process of its own (`Benchmark.isolated`), so that the heap and stack caches
+// one leaves behind do not change the next one's figures.
+
+// MARK: skynet-pool — skynet with the root on the default pool, children without `on:`
+
+/// The skynet recursion, launched onto the default pool: every `Coroutine.async` inside it is a
+/// pool launch. The clock stops when the root's promise is fulfilled (every coroutine has
+/// returned its sum), as `skynet`'s does when runBlocking returns.
+func coroutineSkynetPool() throws -> Double {
+    let pool = SchedulerPool.default(for: .default)
+    let t0 = now()
+    let sum = try Coroutine.runBlocking {
+        try Coroutine.async(on: pool) { try skynetNode(0, 1_000_000, 10) }.await()
+    }
+    let t1 = now()
+    precondition(sum == 499_999_500_000, "skynet sum \(sum)")
+    return Double(t1 - t0) / 1e6
+}
+
+// MARK: skew — 10,000 CPU-bound children, every 8th costing 10× the others
+
+/// CPU work that the optimiser cannot remove: `n` steps of a linear congruential generator.
+@inline(never)
+func spinWork(_ n: Int) -> UInt64 {
+    var x: UInt64 = 0x9E37_79B9_7F4A_7C15
+    for _ in 0..<n { x = x &* 6364136223846793005 &+ 1442695040888963407 }
+    return x
+}
+
+/// Steps of `spinWork` per microsecond on this machine, measured once (10 ms of work).
+let spinStepsPerMicrosecond: Double = {
+    let steps = 2_000_000
+    let t0 = now()
+    precondition(spinWork(steps) != 0)
+    return Double(steps) / (Double(now() - t0) / 1e3)
+}()
+
+/// The cost of child `i` in `spinWork` steps: every 8th costs 10× the others, and the mean is
+/// about 100 µs (7 × c + 10 × c = 8 × 100 µs).
+func skewSteps(_ i: Int) -> Int {
+    let unit = 800.0 / 17.0 * spinStepsPerMicrosecond
+    return Int(i % 8 == 7 ? unit * 10 : unit)
+}
+
+let skewChildren = 10_000
+
+/// One coroutine launches the children without `on:` and awaits them all. `pool`: the root is
+/// a pool launch onto the default pool (its children are pool launches); nil: everything on
+/// runBlocking's one scheduler.
+func coroutineSkew(onPool: Bool) throws -> Double {
+    _ = spinStepsPerMicrosecond
+    let t0 = now()
+    let body: @Sendable () throws -> UInt64 = {
+        let children = (0..<skewChildren).map { i in Coroutine.async { spinWork(skewSteps(i)) } }
+        return try children.reduce(0) { $0 &+ (try $1.await()) }
+    }
+    let result = try Coroutine.runBlocking {
+        onPool ? try Coroutine.async(on: SchedulerPool.default(for: .default), body).await() : try body()
+    }
+    precondition(result != 0)
+    return Double(now() - t0) / 1e6
+}
+
+/// Swift peer: the same children as tasks of one `TaskGroup`.
+func taskSkew() throws -> Double {
+    _ = spinStepsPerMicrosecond
+    let t0 = now()
+    let result = try blockingAwait {
+        await withTaskGroup(of: UInt64.self) { group in
+            for i in 0..<skewChildren { group.addTask { spinWork(skewSteps(i)) } }
+            var sum: UInt64 = 0
+            for await v in group { sum &+= v }
+            return sum
+        }
+    }
+    precondition(result != 0)
+    return Double(now() - t0) / 1e6
+}
+
+// MARK: idle — CPU used by an idle process after a pool fan-out, and with a launch per ms
+
+/// CPU time (user + system) of the whole process, in nanoseconds.
+func processCPUNanoseconds() -> UInt64 {
+    var usage = rusage()
+    getrusage(RUSAGE_SELF.rawValue, &usage)
+    let user = UInt64(usage.ru_utime.tv_sec) * 1_000_000_000 + UInt64(usage.ru_utime.tv_usec) * 1_000
+    let system = UInt64(usage.ru_stime.tv_sec) * 1_000_000_000 + UInt64(usage.ru_stime.tv_usec) * 1_000
+    return user + system
+}
+
+/// Percent of one CPU the process uses over 2 s, starting 10 ms after a `skynet-pool` run.
+func idleAfterSkynetPool() throws -> Double {
+    _ = try coroutineSkynetPool()
+    usleep(10_000)
+    let (c0, t0) = (processCPUNanoseconds(), now())
+    usleep(2_000_000)
+    let (c1, t1) = (processCPUNanoseconds(), now())
+    return Double(c1 - c0) / Double(t1 - t0) * 100
+}
+
+/// Percent of one CPU the process uses over 2 s while a plain thread makes one pool launch (of
+/// an empty coroutine) per millisecond.
+func idleWithLaunchPerMillisecond() throws -> Double {
+    let pool = SchedulerPool.default(for: .default)
+    _ = try Coroutine.runBlocking { try Coroutine.async(on: pool) {}.await() }
+    let (c0, t0) = (processCPUNanoseconds(), now())
+    var last: Promise<Void>?
+    while now() - t0 < 2_000_000_000 {
+        last = Coroutine.async(on: pool) {}
+        usleep(1_000)
+    }
+    let (c1, t1) = (processCPUNanoseconds(), now())
+    _ = try Coroutine.runBlocking { try last?.await() }
+    return Double(c1 - c0) / Double(t1 - t0) * 100
+}
