@@ -29,28 +29,23 @@ func coroutineSkynetPool() throws -> Double {
 
 // MARK: skew — 10,000 CPU-bound children, every 8th costing 10× the others
 
-/// CPU work that the optimiser cannot remove: `n` steps of a linear congruential generator.
+/// CPU work that the optimiser cannot remove: `n` steps of xorshift64 from a seed known only
+/// at run time (a linear generator, or a constant seed, was folded away at compile time).
 @inline(never)
-func spinWork(_ n: Int) -> UInt64 {
-    var x: UInt64 = 0x9E37_79B9_7F4A_7C15
-    for _ in 0..<n { x = x &* 6364136223846793005 &+ 1442695040888963407 }
+func spinWork(_ n: Int, seed: Int) -> UInt64 {
+    var x = UInt64(truncatingIfNeeded: seed) | 1
+    for _ in 0..<n { x ^= x << 13; x ^= x >> 7; x ^= x << 17 }
     return x
 }
 
-/// Steps of `spinWork` per microsecond on this machine, measured once (10 ms of work).
-let spinStepsPerMicrosecond: Double = {
-    let steps = 2_000_000
-    let t0 = now()
-    precondition(spinWork(steps) != 0)
-    return Double(steps) / (Double(now() - t0) / 1e3)
-}()
+/// `spinWork` steps of an ordinary child: about 47 µs on the AMD EPYC machine (500 steps per
+/// µs), so that with every 8th child costing 10× as much the mean is about 100 µs
+/// (7 × 47 + 470 = 8 × 100). A fixed amount of work, not a calibrated time: every run and every
+/// peer does the same work.
+let skewUnitSteps = 23_500
 
-/// The cost of child `i` in `spinWork` steps: every 8th costs 10× the others, and the mean is
-/// about 100 µs (7 × c + 10 × c = 8 × 100 µs).
-func skewSteps(_ i: Int) -> Int {
-    let unit = 800.0 / 17.0 * spinStepsPerMicrosecond
-    return Int(i % 8 == 7 ? unit * 10 : unit)
-}
+/// The cost of child `i` in `spinWork` steps.
+func skewSteps(_ i: Int) -> Int { i % 8 == 7 ? skewUnitSteps * 10 : skewUnitSteps }
 
 let skewChildren = 10_000
 
@@ -58,10 +53,9 @@ let skewChildren = 10_000
 /// a pool launch onto the default pool (its children are pool launches); nil: everything on
 /// runBlocking's one scheduler.
 func coroutineSkew(onPool: Bool) throws -> Double {
-    _ = spinStepsPerMicrosecond
     let t0 = now()
     let body: @Sendable () throws -> UInt64 = {
-        let children = (0..<skewChildren).map { i in Coroutine.async { spinWork(skewSteps(i)) } }
+        let children = (0..<skewChildren).map { i in Coroutine.async { spinWork(skewSteps(i), seed: i) } }
         return try children.reduce(0) { $0 &+ (try $1.await()) }
     }
     let result = try Coroutine.runBlocking {
@@ -73,11 +67,10 @@ func coroutineSkew(onPool: Bool) throws -> Double {
 
 /// Swift peer: the same children as tasks of one `TaskGroup`.
 func taskSkew() throws -> Double {
-    _ = spinStepsPerMicrosecond
     let t0 = now()
     let result = try blockingAwait {
         await withTaskGroup(of: UInt64.self) { group in
-            for i in 0..<skewChildren { group.addTask { spinWork(skewSteps(i)) } }
+            for i in 0..<skewChildren { group.addTask { spinWork(skewSteps(i), seed: i) } }
             var sum: UInt64 = 0
             for await v in group { sum &+= v }
             return sum
