@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Runs coroutines-bench in release: pinned to one core (the headline figures: a scheduler is one
-# thread, and Swift's cooperative pool then has one thread too), then unpinned. Each benchmark
+# thread, and Swift's cooperative pool then has one thread too), then unpinned; the pool
+# benchmarks (skynet-pool, skew, idle, idle-launches) only unpinned, since they measure how work
+# spreads over the CPUs. Each benchmark
 # runs in its own process: in one process, earlier benchmarks leave heap and stack-pool state that
 # changes later figures.
 #   Scripts/bench.sh                 every benchmark
@@ -9,13 +11,27 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 swift build -c release --product coroutines-bench
 export COROUTINES_QUIET=1
-names=("$@")
-if [ ${#names[@]} -eq 0 ]; then
+pool_names=(skynet-pool skew idle idle-launches)
+names=()
+pools=()
+if [ $# -eq 0 ]; then
   names=(switch yield generator generator-in-coroutine spawn skynet promise pingpong pingpong-threads
          buffered select sieve actor parked parked-1m echo)
+  pools=("${pool_names[@]}")
+else
+  for n in "$@"; do
+    if [[ " ${pool_names[*]} " == *" $n "* ]]; then pools+=("$n"); else names+=("$n"); fi
+  done
 fi
-echo "## pinned (taskset -c 0)"
-for n in "${names[@]}"; do taskset -c 0 .build/release/coroutines-bench "$n"; done
-echo
-echo "## unpinned"
-for n in "${names[@]}"; do .build/release/coroutines-bench "$n"; done
+if [ ${#names[@]} -gt 0 ]; then
+  echo "## pinned (taskset -c 0)"
+  for n in "${names[@]}"; do taskset -c 0 .build/release/coroutines-bench "$n"; done
+  echo
+  echo "## unpinned"
+  for n in "${names[@]}"; do .build/release/coroutines-bench "$n"; done
+fi
+if [ ${#pools[@]} -gt 0 ]; then
+  echo
+  echo "## pools (unpinned; each workload in a child process of its own)"
+  for n in "${pools[@]}"; do .build/release/coroutines-bench "$n"; done
+fi

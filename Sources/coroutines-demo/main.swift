@@ -303,3 +303,38 @@ try Coroutine.runBlocking {
     }
     print("echoed: \(String(decoding: echoed, as: UTF8.self).trimmingCharacters(in: .newlines))")
 }
+
+// MARK: 11. A fan-out over the default pool (<doc:PoolsAndStealing>)
+
+heading("11. CPU work fanned out over SchedulerPool.default(for: .default)")
+
+/// About `milliseconds` of CPU work (xorshift steps), returning something the optimiser must
+/// compute.
+func burn(milliseconds: Int, seed: Int) -> UInt64 {
+    var x = UInt64(truncatingIfNeeded: seed) | 1
+    let deadline = DispatchTime.now().uptimeNanoseconds + UInt64(milliseconds) * 1_000_000
+    while DispatchTime.now().uptimeNanoseconds < deadline {
+        for _ in 0..<1_000 { x ^= x << 13; x ^= x >> 7; x ^= x << 17 }
+    }
+    return x
+}
+
+let defaultPool = SchedulerPool.default(for: .default)
+let fanOutStart = DispatchTime.now().uptimeNanoseconds
+let ranOn = try Coroutine.runBlocking {
+    try Coroutine.async(on: defaultPool) {
+        // 40 children of 8 ms each (320 ms of CPU work), launched without `on:`: pool launches,
+        // started by whichever scheduler of the pool is free.
+        let children = (0..<40).map { i in
+            Coroutine.async { () -> String in
+                _ = burn(milliseconds: 8, seed: i)
+                return CoroutineScheduler.current!.name
+            }
+        }
+        return try children.map { try $0.await() }
+    }.await()
+}
+let fanOutMilliseconds = (DispatchTime.now().uptimeNanoseconds - fanOutStart) / 1_000_000
+let schedulersUsed = Set(ranOn)
+print("320 ms of CPU work in 40 coroutines took \(fanOutMilliseconds) ms of wall time")
+print("schedulers that ran them: \(schedulersUsed.count) of \(defaultPool.schedulers.count) (\(schedulersUsed.sorted().joined(separator: ", ")))")
