@@ -65,7 +65,10 @@ public final class Coroutine: @unchecked Sendable, Hashable, CustomStringConvert
     let stackSize: Int
     /// Whether an error thrown by the body is reported to `unobservedErrorHandler` if nobody joins.
     let reportsUnobservedErrors: Bool
-    /// Whether this is a pool launch: `schedulerOwner` is then its ``SchedulerPool``.
+    /// Whether it was created as a pool launch, before its scheduler was final (`launch(on:
+    /// pool)`, a named `async`): `schedulerOwner` is then its ``SchedulerPool``, and ``start(parent:)``
+    /// queues it in the pool. (A pool launch whose coroutine is created by the scheduler that
+    /// starts it is placed for good from its creation: false.)
     let isPoolLaunch: Bool
     /// Keeps ``scheduler`` alive: the scheduler itself, or for a pool launch, its pool.
     let schedulerOwner: AnyObject

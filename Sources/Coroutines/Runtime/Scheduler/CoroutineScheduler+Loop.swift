@@ -81,7 +81,6 @@ extension CoroutineScheduler {
                 spinMisses += 1
             }
             giveUpSpinning()
-            StackAllocator.shared.trimIfNeeded()
             tidyHeapIfNeeded()
             parked.store(true, ordering: .sequentiallyConsistent)
             pool?.enterIdle(self)
@@ -97,14 +96,20 @@ extension CoroutineScheduler {
                 continue
             }
             var timeout: UInt64? = nil
+            let now = ccoro_now_ns()
             if let deadline = timers.nextDeadline {
-                let now = ccoro_now_ns()
                 timeout = deadline > now ? deadline - now : 0
             }
-            let parkedAt = spun ? 0 : ccoro_now_ns()
+            // Idle stacks' memory goes back to the kernel once the scheduler has stayed idle a
+            // while, not at every park: a scheduler that parks between bursts of work would
+            // otherwise release stacks that the next burst faults in again.
+            let trimDue = StackAllocator.shared.needsTrim
+            if trimDue { timeout = min(timeout ?? Self.idleTrimDelay, Self.idleTrimDelay) }
+            let parkedAt = spun ? 0 : now
             poll(timeout: timeout)
             parked.store(false, ordering: .sequentiallyConsistent)
             leaveIdle()
+            if trimDue && ccoro_now_ns() - now >= Self.idleTrimDelay { StackAllocator.shared.trimIfNeeded() }
             if !spun, incomingCount.load(ordering: .relaxed) > 0,
                ccoro_now_ns() - parkedAt < Self.idleSpinNanoseconds {
                 // Work posted from another thread came within the spin window: spinning would
@@ -153,6 +158,9 @@ extension CoroutineScheduler {
             if i & 63 == 0 && ccoro_now_ns() >= deadline { return false }
         }
     }
+
+    /// How long a scheduler stays parked before it gives idle stacks' memory back.
+    static let idleTrimDelay: UInt64 = 50_000_000
 
     /// How long an idle scheduler spins before it parks in the poller.
     static let idleSpinNanoseconds: UInt64 = 20_000

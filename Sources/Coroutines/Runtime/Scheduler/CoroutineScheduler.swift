@@ -129,8 +129,11 @@ public final class CoroutineScheduler: @unchecked Sendable {
 
     /// Stealing — the pool this scheduler belongs to; set before its thread starts, never
     /// changed. Not retained: the pool owns its schedulers, and each pool scheduler's thread
-    /// keeps the pool alive while it runs.
-    unowned(unsafe) var pool: SchedulerPool?
+    /// keeps the pool alive while it runs. (`Unmanaged`, so that the hot paths that look at it
+    /// count no references.)
+    @exclusivity(unchecked) var poolReference: Unmanaged<SchedulerPool>?
+    /// Stealing — `poolReference`, as a reference.
+    var pool: SchedulerPool? { poolReference?.takeUnretainedValue() }
     /// Stealing — the unstarted pool launches queued here, which idle peers may take (pool
     /// schedulers only).
     let launchQueue: LaunchQueue?
@@ -205,7 +208,7 @@ public final class CoroutineScheduler: @unchecked Sendable {
             let pool = SchedulerPool.default(for: .default)
             return (.passUnretained(pool.schedulers[0]), .passUnretained(pool))
         }
-        return (current, current._withUnsafeGuaranteedRef { $0.pool.map(Unmanaged.passUnretained) })
+        return (current, current._withUnsafeGuaranteedRef { $0.poolReference })
     }
 
     /// Where a coroutine launched with `on: scheduler` is queued first, and its pool if it is a

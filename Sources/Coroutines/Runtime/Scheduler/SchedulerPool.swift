@@ -67,7 +67,7 @@ public final class SchedulerPool: Sendable {
             CoroutineScheduler(name: "\(name).\(i)", qos: qos, kind: .pool, poolIndex: i)
         }
         for s in schedulers {
-            s.pool = self
+            s.poolReference = .passUnretained(self)
         }
         for s in schedulers { s.startThread() }
     }

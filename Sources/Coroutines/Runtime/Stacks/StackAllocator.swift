@@ -273,10 +273,13 @@ final class StackAllocator: Sendable {
         givenSinceTrim.add(1, ordering: .relaxed)
     }
 
+    /// Whether enough stacks were given back since the last trim for ``trimIfNeeded()`` to act.
+    var needsTrim: Bool { givenSinceTrim.load(ordering: .relaxed) > Self.residentIdleLimit }
+
     /// Gives the memory of old idle stacks back to the kernel, keeping the newest
-    /// ``residentIdleLimit`` of each size resident. Called by schedulers before they park, so the
-    /// system calls happen when there is nothing else to do (<doc:Stacks>: a finished coroutine's
-    /// memory is released). Thread-safe.
+    /// ``residentIdleLimit`` of each size resident. Called by schedulers that have stayed parked
+    /// for a while, so the system calls happen when there is nothing else to do (<doc:Stacks>: a
+    /// finished coroutine's memory is released). Thread-safe.
     func trimIfNeeded() {
         guard givenSinceTrim.load(ordering: .relaxed) > Self.residentIdleLimit else { return }
         givenSinceTrim.store(0, ordering: .relaxed)
@@ -286,9 +289,14 @@ final class StackAllocator: Sendable {
             (s.pools.removeUntrimmed(keeping: Self.residentIdleLimit),
              s.slabFree.removeUntrimmed(keeping: Self.residentIdleLimit))
         }
-        for list in [victims.guarded, victims.slab] {
-            for r in list.joined() { ccoro_stack_release_memory(&r.pointer.pointee.stack) }
+        let stackOffset = MemoryLayout<ccoro_stack_record>.offset(of: \.stack)!
+        var guarded: [UnsafePointer<ccoro_stack>?] = victims.guarded.joined().map {
+            UnsafePointer((UnsafeMutableRawPointer($0.pointer) + stackOffset).assumingMemoryBound(to: ccoro_stack.self))
         }
+        guarded.withUnsafeMutableBufferPointer { b in
+            if let base = b.baseAddress { ccoro_stacks_release_memory(base, b.count) }
+        }
+        for r in victims.slab.joined() { ccoro_stack_release_memory(&r.pointer.pointee.stack) }
         state.locked { s in
             s.pools.insertTrimmed(victims.guarded)
             s.slabFree.insertTrimmed(victims.slab)

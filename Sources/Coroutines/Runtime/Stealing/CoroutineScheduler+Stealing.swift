@@ -22,7 +22,7 @@ extension CoroutineScheduler {
         schedulingTick &+= 1
         if launchIsDue || schedulingTick % Self.launchTurnInterval == 0 {
             launchIsDue = false
-            if let l = pool.unsafelyUnwrapped.takeInjected(for: self, max: 1) ?? launches.pop() {
+            if let l = poolReference.unsafelyUnwrapped._withUnsafeGuaranteedRef({ $0.takeInjected(for: self, max: 1) }) ?? launches.pop() {
                 return startPoolLaunch(l)
             }
         }
@@ -66,8 +66,10 @@ extension CoroutineScheduler {
             // function wraps it in two reabstraction thunks, each allocated.
             let body = launch.body!
             launch.body = nil
-            // The reference it is created with becomes the registry's.
-            entry = Unmanaged.passRetained(Coroutine(scheduler: self, pool: pool, name: nil, stackSize: nil,
+            // The reference it is created with becomes the registry's. Created here, it is placed
+            // for good: it keeps this scheduler alive, not the pool (whose reference count every
+            // scheduler of the pool would otherwise touch for every coroutine it starts).
+            entry = Unmanaged.passRetained(Coroutine(scheduler: self, name: nil, stackSize: nil,
                                                      reportsUnobservedErrors: false,
                                                      unstartedObserver: launch.observer, body: body))
             if let parent = launch.parent {

@@ -39,7 +39,8 @@ extension SchedulerPool {
     private func localQueue() -> LaunchQueue? {
         guard let p = ccoro_tls_scheduler() else { return nil }
         return Unmanaged<CoroutineScheduler>.fromOpaque(p)._withUnsafeGuaranteedRef { s in
-            guard s.pool === self, !s.stopRequested.load(ordering: .relaxed) else { return nil }
+            guard s.poolReference?.toOpaque() == Unmanaged.passUnretained(self).toOpaque(),
+                  !s.stopRequested.load(ordering: .relaxed) else { return nil }
             return s.launchQueue
         }
     }
@@ -59,7 +60,9 @@ extension SchedulerPool {
     func firstPlacement() -> CoroutineScheduler {
         if let p = ccoro_tls_scheduler() {
             let s = Unmanaged<CoroutineScheduler>.fromOpaque(p)
-            if s._withUnsafeGuaranteedRef({ $0.pool === self }) { return s.takeUnretainedValue() }
+            if s._withUnsafeGuaranteedRef({ $0.poolReference?.toOpaque() == Unmanaged.passUnretained(self).toOpaque() }) {
+                return s.takeUnretainedValue()
+            }
         }
         return schedulers[0]
     }
