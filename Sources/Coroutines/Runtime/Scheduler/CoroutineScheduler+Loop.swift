@@ -33,6 +33,7 @@ extension CoroutineScheduler {
         let previous = ccoro_tls_scheduler()
         ccoro_tls_set_scheduler(Unmanaged.passUnretained(self).toOpaque())
         isDriven.store(true, ordering: .sequentiallyConsistent)
+        noteDriveStarted()
         defer {
             isDriven.store(false, ordering: .sequentiallyConsistent)
             ccoro_tls_set_scheduler(previous)
@@ -48,6 +49,7 @@ extension CoroutineScheduler {
             runDueTimers()
             var pendingJobs = jobs.count
             while pendingJobs > 0, let job = jobs.popFirst() {
+                noteLoopJob()
                 job()
                 pendingJobs -= 1
             }
@@ -86,6 +88,7 @@ extension CoroutineScheduler {
                 || (stopRequested.load(ordering: .sequentiallyConsistent) && !stopHandled)
                 || done() {
                 parked.store(false, ordering: .sequentiallyConsistent)
+                noteUnparked()
                 continue
             }
             var timeout: UInt64? = nil
@@ -96,6 +99,7 @@ extension CoroutineScheduler {
             let parkedAt = spun ? 0 : ccoro_now_ns()
             poll(timeout: timeout)
             parked.store(false, ordering: .sequentiallyConsistent)
+            noteUnparked()
             if !spun, incomingCount.load(ordering: .relaxed) > 0,
                ccoro_now_ns() - parkedAt < Self.idleSpinNanoseconds {
                 // Work posted from another thread came within the spin window: spinning would

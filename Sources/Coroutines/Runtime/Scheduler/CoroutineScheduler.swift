@@ -73,6 +73,14 @@ public final class CoroutineScheduler: @unchecked Sendable {
     /// Switching (`Switching/`) — how many more direct coroutine-to-coroutine switches before the
     /// loop gets a turn.
     @exclusivity(unchecked) var directBudget = 0
+    /// Monitor (`Monitor/`) — advanced by one at every switch into a coroutine, every return to
+    /// the loop, every loop job and every exit from the poller. Only this thread writes it, with
+    /// a plain load and store (never a read-modify-write); the stall monitor samples it.
+    let switchCount = Atomic<UInt>(0)
+    /// Monitor (`Monitor/`) — the coroutine switched to last (unretained), nil while the loop
+    /// runs. Plain stores by this thread; dereferenced by the stall monitor only under
+    /// `registryLock` (see ``StallMonitor``).
+    let runningCoroutine = Atomic<UnsafeMutableRawPointer?>(nil)
     /// Stacks (`Stacks/`) — default-size stacks kept by this scheduler (taken and given back
     /// without a lock).
     @exclusivity(unchecked) var stackCache: [UnsafeMutablePointer<ccoro_stack_record>] = []
@@ -123,6 +131,9 @@ public final class CoroutineScheduler: @unchecked Sendable {
     @exclusivity(unchecked) var registryState = Registry()
     /// Loop (`Scheduler/+Loop`) — whether a thread drives this scheduler right now.
     let isDriven = Atomic<Bool>(false)
+    /// Monitor (`Monitor/`) — what the stall monitor saw at its last samples; its thread writes
+    /// it, `dumpAll()` reads it.
+    let stallWatch = Mutex(StallWatch())
 
     /// Creates a scheduler with its own thread, which runs until ``stop()``.
     ///

@@ -1,0 +1,82 @@
+import CCoroutines
+import Synchronization
+
+/// The scheduler's side of the stall monitor (``StallMonitor``): the switch counter and the
+/// running coroutine its thread records, the calls that start and wake the monitor, and what the
+/// monitor and `dumpAll()` read back.
+extension CoroutineScheduler {
+    // MARK: Scheduler thread
+
+    /// Records a switch into `c`. Scheduler thread only; two relaxed stores (the counter's new
+    /// value is computed from a relaxed load: only this thread writes it).
+    @inline(__always)
+    func noteSwitch(to c: Coroutine) {
+        switchCount.store(switchCount.load(ordering: .relaxed) &+ 1, ordering: .relaxed)
+        runningCoroutine.store(Unmanaged.passUnretained(c).toOpaque(), ordering: .relaxed)
+    }
+
+    /// Records that the loop runs again, after a coroutine switched back to it (before a
+    /// finished one is reaped: ``StallMonitor`` invariant 4). Scheduler thread only.
+    @inline(__always)
+    func noteBackOnLoop() {
+        switchCount.store(switchCount.load(ordering: .relaxed) &+ 1, ordering: .relaxed)
+        runningCoroutine.store(nil, ordering: .relaxed)
+    }
+
+    /// Records that the loop starts a job. Scheduler thread only.
+    @inline(__always)
+    func noteLoopJob() {
+        switchCount.store(switchCount.load(ordering: .relaxed) &+ 1, ordering: .relaxed)
+    }
+
+    /// Records that the loop stopped being parked (after it stored `parked` = false), and wakes
+    /// the monitor if it waits for a busy scheduler. Scheduler thread only.
+    @inline(__always)
+    func noteUnparked() {
+        switchCount.store(switchCount.load(ordering: .relaxed) &+ 1, ordering: .relaxed)
+        StallMonitor.shared.schedulerUnparked()
+    }
+
+    /// Starts the monitor or wakes it: this scheduler is now driven (after `isDriven` = true).
+    func noteDriveStarted() {
+        StallMonitor.shared.schedulerStartedDriving()
+    }
+
+    // MARK: Monitor thread
+
+    /// One sample of this scheduler by the monitor: whether it is busy (driven and not parked),
+    /// and the stall to report now, if any (see ``StallWatch``). Monitor thread only.
+    func takeStallSample(now: UInt64, threshold: UInt64) -> (busy: Bool, stall: StallWatch.Stall?) {
+        // Sequentially consistent: the monitor's look after announcing its wait (invariant 3).
+        let busy = isDriven.load(ordering: .sequentiallyConsistent) && !parked.load(ordering: .sequentiallyConsistent)
+        let count = switchCount.load(ordering: .relaxed)
+        let stall = stallWatch.locked { $0.observe(count: count, busy: busy, now: now, threshold: threshold) }
+        return (busy, stall)
+    }
+
+    /// What runs on this scheduler, if its switch count is still `count`; nil if it has moved
+    /// on (the stall ended). Read under the registry lock, which keeps the coroutine that
+    /// `runningCoroutine` names alive (``StallMonitor`` invariant 4). Monitor thread only.
+    func stallSubject(ifStillAt count: UInt) -> StallSubject? {
+        withRegistry { _ in
+            guard switchCount.load(ordering: .relaxed) == count else { return nil }
+            guard let p = runningCoroutine.load(ordering: .relaxed) else { return .loop }
+            return Unmanaged<Coroutine>.fromOpaque(p)._withUnsafeGuaranteedRef { c in
+                .coroutine(c.name.map { "coroutine '\($0)'" } ?? c.description)
+            }
+        }
+    }
+
+    // MARK: Any thread
+
+    /// How long `c`, running on this scheduler, has been running, in nanoseconds, as the
+    /// monitor's samples tell (up to one sampling interval short); nil if `c` is not the running
+    /// coroutine or no sample has seen this run yet (or the monitor is off). Any thread; `c` is
+    /// only compared, never dereferenced.
+    func runningTime(of c: Coroutine) -> UInt64? {
+        guard runningCoroutine.load(ordering: .relaxed) == Unmanaged.passUnretained(c).toOpaque() else { return nil }
+        let count = switchCount.load(ordering: .relaxed)
+        let watch = stallWatch.locked { $0 }
+        return watch.runningTime(count: count, now: ccoro_now_ns())
+    }
+}
