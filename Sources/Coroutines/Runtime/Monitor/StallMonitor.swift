@@ -163,15 +163,16 @@ final class StallMonitor: Sendable {
 
     /// The line for a stall of `scheduler` by `subject` that has lasted `milliseconds`.
     static func reportLine(subject: StallSubject, scheduler: String, milliseconds: UInt64) -> String {
-        let (what, others) = switch subject {
+        let (what, others, remedy) = switch subject {
         case .coroutine(let description):
-            ("\(description) has run for at least \(milliseconds) ms without suspending", "every other coroutine")
+            ("\(description) has run for at least \(milliseconds) ms without suspending", "every other coroutine",
+             "move blocking work into Coroutine.offload (CoroutinesFoundation)")
         case .loop:
             ("a job on its loop (a promise observer, a handler) has run for at least \(milliseconds) ms without returning",
-             "every coroutine")
+             "every coroutine", "move blocking work into Coroutine.offload (CoroutinesFoundation), in a coroutine the job launches")
         }
         return "swift-coroutines: scheduler '\(scheduler)' stalled: \(what), and \(others), timer and socket of the "
-            + "scheduler waits until it does; move blocking work into Coroutine.offload (CoroutinesFoundation)\n"
+            + "scheduler waits until it does; \(remedy)\n"
     }
 
     // MARK: Scheduler side
@@ -189,7 +190,8 @@ final class StallMonitor: Sendable {
     }
 
     /// A scheduler left the poller (called after it stored `parked` = false): wakes the monitor
-    /// if it waits. One load when it does not.
+    /// if it waits. One load when it does not: sequentially consistent for invariant 3, which
+    /// on x86-64 is a plain `mov`, as a relaxed load would be (`ldar` on arm64).
     @inline(__always)
     func schedulerUnparked() {
         if _slowPath(sleepWord.load(ordering: .sequentiallyConsistent) != 0) { wake() }
