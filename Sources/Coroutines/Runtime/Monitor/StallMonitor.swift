@@ -65,6 +65,9 @@ import Darwin
 //   5. A stall is reported within `threshold` + 2 × `interval` of its start (plus the delay of
 //      the monitor thread's own wake-ups): the first sample that sees the stalled count comes
 //      within one interval of it, and the report at the first sample at least `threshold` later.
+//
+// Not watched: the blocks of `DispatchQueue.main` that the main scheduler drains inside its poll
+// run while `parked` is still true, so a blocking block there is not reported.
 
 /// The process's stall monitor (see the comment at the top of this file for its states and
 /// invariants, and <doc:Stalls> for what users see).
