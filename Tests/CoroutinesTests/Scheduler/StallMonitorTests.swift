@@ -121,7 +121,7 @@ struct StallMonitorTests {
         let lines = capture.lines.all
         try #require(lines.count == 2, "\(lines)")
         #expect(lines[0].contains(unnamed.description), "\(lines[0])")
-        #expect(lines[1].contains("a job on its loop"), "\(lines[1])")
+        #expect(lines[1].contains("its loop has not switched to a coroutine"), "\(lines[1])")
         #expect(lines.allSatisfy { $0.contains("stalled") && $0.contains("scheduler 'stall-subjects'") })
     }
 
@@ -184,6 +184,27 @@ struct StallMonitorTests {
         // It moves once, then stands again: a second stall, a second report
         for t in stride(from: UInt64(3_020), through: 3_200, by: 20) { sample(1_001, at: t) }
         #expect(reports == [StallWatch.Stall(count: 1_000, since: 1_000 * ms), StallWatch.Stall(count: 1_001, since: 3_020 * ms)])
+    }
+
+    @Test("time in which the monitor itself did not sample (a debugger, a starved machine) does not count towards a stall")
+    func gapInTheSamplesRestartsTheTiming() {
+        var watch = StallWatch()
+        let ms: UInt64 = 1_000_000
+        #expect(watch.observe(count: 3, busy: true, now: 0, threshold: 100 * ms) == nil)
+        #expect(watch.observe(count: 3, busy: true, now: 20 * ms, threshold: 100 * ms) == nil)
+        // The monitor's next sample comes 5 s later: the count stood, but nobody saw it stand
+        #expect(watch.observe(count: 3, busy: true, now: 5_020 * ms, threshold: 100 * ms, afterGap: true) == nil)
+        #expect(watch.observe(count: 3, busy: true, now: 5_100 * ms, threshold: 100 * ms) == nil)
+        // Timed from the end of the gap
+        #expect(watch.observe(count: 3, busy: true, now: 5_120 * ms, threshold: 100 * ms)
+                == StallWatch.Stall(count: 3, since: 5_020 * ms))
+        // A gap after the report does not report the same stall again
+        #expect(watch.observe(count: 3, busy: true, now: 9_000 * ms, threshold: 100 * ms, afterGap: true) == nil)
+        #expect(watch.observe(count: 3, busy: true, now: 9_200 * ms, threshold: 100 * ms) == nil)
+        // The gap that counts as one: twice the interval, or half the threshold if longer
+        #expect(StallMonitor(thresholdMilliseconds: 100).maximumGap == 50 * ms)
+        #expect(StallMonitor(thresholdMilliseconds: 20).maximumGap == 10 * ms)
+        #expect(StallMonitor(thresholdMilliseconds: 1_000).maximumGap == 500 * ms)
     }
 
     // MARK: Configuration

@@ -45,12 +45,13 @@ extension CoroutineScheduler {
     // MARK: Monitor thread
 
     /// One sample of this scheduler by the monitor: whether it is busy (driven and not parked),
-    /// and the stall to report now, if any (see ``StallWatch``). Monitor thread only.
-    func takeStallSample(now: UInt64, threshold: UInt64) -> (busy: Bool, stall: StallWatch.Stall?) {
+    /// and the stall to report now, if any (see ``StallWatch``; `afterGap`: the previous sample
+    /// is too long ago to time a stall across). Monitor thread only.
+    func takeStallSample(now: UInt64, threshold: UInt64, afterGap: Bool) -> (busy: Bool, stall: StallWatch.Stall?) {
         // Sequentially consistent: the monitor's look after announcing its wait (invariant 3).
         let busy = isDriven.load(ordering: .sequentiallyConsistent) && !parked.load(ordering: .sequentiallyConsistent)
         let count = switchCount.load(ordering: .relaxed)
-        let stall = stallWatch.locked { $0.observe(count: count, busy: busy, now: now, threshold: threshold) }
+        let stall = stallWatch.locked { $0.observe(count: count, busy: busy, now: now, threshold: threshold, afterGap: afterGap) }
         return (busy, stall)
     }
 

@@ -22,7 +22,8 @@ import Darwin
 //     at every switch into a coroutine (`transfer`), every return to the loop
 //     (`resumeFromLoop`), every loop job and every exit from the poller, and stores the
 //     coroutine switched to in `runningCoroutine` (nil on the loop). Relaxed stores only: on the
-//     switch path there is no read-modify-write, no fence and no clock.
+//     switch path there is no atomic read-modify-write, no fence and no clock (x86-64: one
+//     `incq` and one `movq` into the scheduler object).
 //   * The monitor thread reads those two and the scheduler's `isDriven` and `parked`, and keeps
 //     its verdict in the scheduler's `stallWatch` (a ``StallWatch``).
 //   * `dumpAll()`, on any thread, reads `stallWatch` to tell how long a coroutine has run.
@@ -47,8 +48,11 @@ import Darwin
 //
 // Invariants
 //   1. A report names a scheduler that was driven and not parked, with the same `switchCount`,
-//      at every sample over at least `threshold`: the stall has lasted at least that long, and
-//      it is still going on when its subject is read (the count is read again then).
+//      at every sample over at least `threshold`, samples no further apart than `maximumGap`:
+//      the stall has lasted at least that long, and it is still going on when its subject is
+//      read (the count is read again then). Time in which the monitor itself did not run (a
+//      debugger stopped the process, the machine starved it) does not count: after a longer
+//      gap, a stall is timed from the sample that ends the gap.
 //   2. At most one report per scheduler and value of its `switchCount`: one stall, however long,
 //      gives one line; two stalls (a switch in between), two lines.
 //   3. The monitor waits without a timeout only after it announced the wait (`sleepWord` = 1,
@@ -88,6 +92,9 @@ final class StallMonitor: Sendable {
     let threshold: UInt64
     /// How long the monitor sleeps between samples while a scheduler is busy, in nanoseconds.
     let interval: UInt64
+    /// The longest time between two samples across which a stall is still timed (invariant 1):
+    /// twice the interval or half the threshold, whichever is longer.
+    let maximumGap: UInt64
 
     /// Whether the monitor thread has been started.
     private let started = Atomic<Bool>(false)
@@ -106,6 +113,7 @@ final class StallMonitor: Sendable {
     init(thresholdMilliseconds: UInt64) {
         threshold = thresholdMilliseconds * 1_000_000
         interval = Self.samplingInterval(threshold: threshold)
+        maximumGap = max(2 * interval, threshold / 2)
     }
 
     /// Whether stalls are watched at all (`COROUTINES_STALL_MS` is not 0).
@@ -171,8 +179,9 @@ final class StallMonitor: Sendable {
             ("\(description) has run for at least \(milliseconds) ms without suspending", "every other coroutine",
              "move blocking work into Coroutine.offload (CoroutinesFoundation)")
         case .loop:
-            ("a job on its loop (a promise observer, a handler) has run for at least \(milliseconds) ms without returning",
-             "every coroutine", "move blocking work into Coroutine.offload (CoroutinesFoundation), in a coroutine the job launches")
+            ("its loop has not switched to a coroutine for at least \(milliseconds) ms, running a job (a promise "
+             + "observer, a handler) or its own work", "every coroutine",
+             "move blocking work into Coroutine.offload (CoroutinesFoundation), in a coroutine the job launches")
         }
         return "swift-coroutines: scheduler '\(scheduler)' stalled: \(what), and \(others), timer and socket of the "
             + "scheduler waits until it does; \(remedy)\n"
@@ -218,14 +227,15 @@ final class StallMonitor: Sendable {
     /// The monitor thread's loop (see the states at the top of the file). Never returns.
     private func run() {
         threadID.store(ccoro_thread_id(), ordering: .relaxed)
+        var lastSample: UInt64 = 0
         while true {
-            if sampleAll() {
+            if sampleAll(after: &lastSample) {
                 pause()
                 continue
             }
             // Nothing busy: announce the wait, then look again (invariant 3).
             sleepWord.store(1, ordering: .sequentiallyConsistent)
-            if sampleAll() {
+            if sampleAll(after: &lastSample) {
                 sleepWord.store(0, ordering: .sequentiallyConsistent)
                 pause()
                 continue
@@ -247,12 +257,15 @@ final class StallMonitor: Sendable {
     }
 
     /// Samples every scheduler once and reports the stalls that reached the threshold. Returns
-    /// whether any scheduler was busy (driven and not parked).
-    private func sampleAll() -> Bool {
+    /// whether any scheduler was busy (driven and not parked). `lastSample` is the time of the
+    /// previous sample (0: none), and becomes this one's.
+    private func sampleAll(after lastSample: inout UInt64) -> Bool {
         let now = ccoro_now_ns()
+        let afterGap = lastSample != 0 && now &- lastSample > maximumGap
+        lastSample = now
         var anyBusy = false
         for scheduler in SchedulerDirectory.shared.all {
-            let (busy, stall) = scheduler.takeStallSample(now: now, threshold: threshold)
+            let (busy, stall) = scheduler.takeStallSample(now: now, threshold: threshold, afterGap: afterGap)
             anyBusy = anyBusy || busy
             guard let stall else { continue }
             // Read under the registry lock, and only while the count still stands (invariant 4).
@@ -272,7 +285,7 @@ final class StallMonitor: Sendable {
 enum StallSubject: Equatable {
     /// A coroutine, by its name (`coroutine 'name'`) or, unnamed, its description.
     case coroutine(String)
-    /// A job on the loop, or the loop itself.
+    /// The loop: a job it runs, or its own work.
     case loop
 }
 
@@ -282,7 +295,8 @@ enum StallSubject: Equatable {
 /// States: *unwatched* (idle — parked or not driven — at the last sample, or never sampled);
 /// *watching* `count` since `since` (busy at every sample since then, with that switch count);
 /// the same with `reported` set once the stall was reported. Idle → unwatched; busy with another
-/// count → watching it from now; watching for at least the threshold → reported, once.
+/// count → watching it from now; the same count after a gap in the samples → watching it from
+/// now (unless reported); watching for at least the threshold → reported, once.
 struct StallWatch {
     /// The switch count seen at every sample since `since`; meaningful while `watching`.
     private(set) var count: UInt = 0
@@ -300,9 +314,10 @@ struct StallWatch {
     }
 
     /// Takes one sample: the scheduler's switch count, whether it is busy (driven and not
-    /// parked), the time and the threshold (nanoseconds). Returns the stall to report now, if
-    /// this sample is the first to find it at least `threshold` old.
-    mutating func observe(count: UInt, busy: Bool, now: UInt64, threshold: UInt64) -> Stall? {
+    /// parked), the time and the threshold (nanoseconds), and whether the monitor's previous
+    /// sample is too long ago to time a stall across (``StallMonitor/maximumGap``). Returns the
+    /// stall to report now, if this sample is the first to find it at least `threshold` old.
+    mutating func observe(count: UInt, busy: Bool, now: UInt64, threshold: UInt64, afterGap: Bool = false) -> Stall? {
         guard busy else {
             watching = false
             reported = false
@@ -313,6 +328,10 @@ struct StallWatch {
             self.count = count
             since = now
             reported = false
+            return nil
+        }
+        if afterGap && !reported {
+            since = now
             return nil
         }
         guard !reported, now &- since >= threshold else { return nil }
