@@ -228,6 +228,44 @@ struct StallMonitorTests {
         #expect(StallMonitor(thresholdMilliseconds: 1_000).maximumGap == 500 * ms)
     }
 
+    @Test("a scheduler thread starved of CPU is not reported; one that blocks or computes is, even on a busy CPU")
+    func starvedThreadIsNotReported() {
+        let ms: UInt64 = 1_000_000
+        /// The reports of a count that stands from 0 ms on, sampled every 20 ms up to `end`, with
+        /// the thread's times at each instant given by `times`.
+        func reports(until end: UInt64, _ times: @escaping (UInt64) -> ThreadTimes?) -> [StallWatch.Stall] {
+            var watch = StallWatch()
+            var found: [StallWatch.Stall] = []
+            for t in stride(from: UInt64(0), through: end, by: 20) {
+                if let stall = watch.observe(count: 9, busy: true, now: t * ms, threshold: 100 * ms,
+                                             times: { times(t) }) { found.append(stall) }
+            }
+            return found
+        }
+        func times(ran: Double, waited: Double) -> (UInt64) -> ThreadTimes? {
+            { t in ThreadTimes(ran: UInt64(Double(t * ms) * ran), waited: UInt64(Double(t * ms) * waited), at: t * ms) }
+        }
+        let fromStart = [StallWatch.Stall(count: 9, since: 0)]
+        // Blocked in a system call: neither running nor waiting for a CPU
+        #expect(reports(until: 500, times(ran: 0, waited: 0)) == fromStart)
+        // Computing, alone on its CPU or sharing it with others
+        #expect(reports(until: 500, times(ran: 1, waited: 0)) == fromStart)
+        #expect(reports(until: 500, times(ran: 0.4, waited: 0.6)) == fromStart)
+        // No CPU accounting (not Linux): reported
+        #expect(reports(until: 500) { _ in nil } == fromStart)
+        // Runnable but given no CPU until 300 ms, then blocked: timed from 300 ms only
+        let starvedThenBlocked = { (t: UInt64) -> ThreadTimes? in
+            let s = min(t, 300)
+            return ThreadTimes(ran: s * ms / 100, waited: s * ms * 9 / 10, at: t * ms)
+        }
+        #expect(reports(until: 500, starvedThenBlocked) == [StallWatch.Stall(count: 9, since: 300 * ms)])
+        // The accounting of a real thread can be read (Linux)
+        #if os(Linux)
+        #expect(ThreadTimes.read(thread: ccoro_thread_id(), at: 1) != nil)
+        #endif
+        #expect(ThreadTimes.read(thread: 0, at: 1) == nil)
+    }
+
     // MARK: Configuration
 
     @Test("COROUTINES_STALL_MS takes a whole number of milliseconds, 0 for off; another value is ignored with one line")

@@ -37,8 +37,10 @@ extension CoroutineScheduler {
         StallMonitor.shared.schedulerUnparked()
     }
 
-    /// Starts the monitor or wakes it: this scheduler is now driven (after `isDriven` = true).
+    /// Starts the monitor or wakes it: this scheduler is now driven (after `isDriven` = true),
+    /// by the calling thread.
     func noteDriveStarted() {
+        drivingThreadID.store(ccoro_thread_id(), ordering: .relaxed)
         StallMonitor.shared.schedulerStartedDriving()
     }
 
@@ -51,7 +53,11 @@ extension CoroutineScheduler {
         // Sequentially consistent: the monitor's look after announcing its wait (invariant 3).
         let busy = isDriven.load(ordering: .sequentiallyConsistent) && !parked.load(ordering: .sequentiallyConsistent)
         let count = switchCount.load(ordering: .relaxed)
-        let stall = stallWatch.locked { $0.observe(count: count, busy: busy, now: now, threshold: threshold, afterGap: afterGap) }
+        let thread = drivingThreadID.load(ordering: .relaxed)
+        let stall = stallWatch.locked {
+            $0.observe(count: count, busy: busy, now: now, threshold: threshold, afterGap: afterGap,
+                       times: { ThreadTimes.read(thread: thread, at: now) })
+        }
         return (busy, stall)
     }
 

@@ -52,7 +52,12 @@ import Darwin
 //      the stall has lasted at least that long, and it is still going on when its subject is
 //      read (the count is read again then). Time in which the monitor itself did not run (a
 //      debugger stopped the process, the machine starved it) does not count: after a longer
-//      gap, a stall is timed from the sample that ends the gap.
+//      gap, a stall is timed from the sample that ends the gap. Nor does time in which the
+//      scheduler's own thread was starved of CPU (Linux: its schedstat says it waited for a CPU
+//      for at least half the window and ran for less than a tenth of it): the machine, not the
+//      code, held it up, and the stall is timed afresh from then. A thread that blocks (a
+//      `sleep`, a `read`) does not wait for a CPU, and one that computes runs: both are
+//      reported.
 //   2. At most one report per scheduler and value of its `switchCount`: one stall, however long,
 //      gives one line; two stalls (a switch in between), two lines.
 //   3. The monitor waits without a timeout only after it announced the wait (`sleepWord` = 1,
@@ -281,6 +286,39 @@ final class StallMonitor: Sendable {
     }
 }
 
+/// A thread's CPU accounting at one moment (Linux: `/proc/self/task/<tid>/schedstat`).
+struct ThreadTimes: Equatable {
+    /// Nanoseconds the thread has run on a CPU.
+    let ran: UInt64
+    /// Nanoseconds it has waited, runnable, for a CPU.
+    let waited: UInt64
+    /// When this was read (`ccoro_now_ns`).
+    let at: UInt64
+
+    /// Whether, since `earlier`, the thread waited for a CPU at least half the time and ran less
+    /// than a tenth of it: the machine did not let it run, so its code cannot be blamed for not
+    /// switching. A thread that blocks (it does not wait for a CPU) or computes (it runs) is not
+    /// starved.
+    func starved(since earlier: ThreadTimes) -> Bool {
+        guard at > earlier.at, ran >= earlier.ran, waited >= earlier.waited else { return false }
+        let window = at - earlier.at
+        return (waited - earlier.waited) * 2 >= window && (ran - earlier.ran) * 10 < window
+    }
+
+    /// The times of this process's thread `thread` (a kernel id), read at `at`; nil where the
+    /// system does not tell (not Linux, no schedstat, a thread id of 0).
+    static func read(thread: UInt64, at: UInt64) -> ThreadTimes? {
+        #if os(Linux)
+        guard thread != 0, let text = PoolSize.readSmallFile("/proc/self/task/\(thread)/schedstat") else { return nil }
+        let fields = text.split(separator: " ", omittingEmptySubsequences: true)
+        guard fields.count >= 2, let ran = UInt64(fields[0]), let waited = UInt64(fields[1]) else { return nil }
+        return ThreadTimes(ran: ran, waited: waited, at: at)
+        #else
+        return nil
+        #endif
+    }
+}
+
 /// What a stalled scheduler is running.
 enum StallSubject: Equatable {
     /// A coroutine, by its name (`coroutine 'name'`) or, unnamed, its description.
@@ -296,7 +334,8 @@ enum StallSubject: Equatable {
 /// *watching* `count` since `since` (busy at every sample since then, with that switch count);
 /// the same with `reported` set once the stall was reported. Idle → unwatched; busy with another
 /// count → watching it from now; the same count after a gap in the samples → watching it from
-/// now (unless reported); watching for at least the threshold → reported, once.
+/// now (unless reported); watching for at least the threshold → reported, once, unless the
+/// thread was starved of CPU meanwhile (``ThreadTimes/starved(since:)``) → watching it from now.
 struct StallWatch {
     /// The switch count seen at every sample since `since`; meaningful while `watching`.
     private(set) var count: UInt = 0
@@ -306,6 +345,11 @@ struct StallWatch {
     private(set) var watching = false
     /// Whether the stall at `count` has been reported.
     private(set) var reported = false
+    /// The scheduler thread's CPU times at the second sample that saw `count` (the first at
+    /// which it stood), to tell a stall from CPU starvation at the end; nil if unavailable.
+    private(set) var baseline: ThreadTimes?
+    /// Whether `baseline` has been read for the current watch.
+    private(set) var measured = false
 
     /// A stall to report: the count it stands at, and since when the monitor has seen it.
     struct Stall: Equatable {
@@ -314,13 +358,16 @@ struct StallWatch {
     }
 
     /// Takes one sample: the scheduler's switch count, whether it is busy (driven and not
-    /// parked), the time and the threshold (nanoseconds), and whether the monitor's previous
-    /// sample is too long ago to time a stall across (``StallMonitor/maximumGap``). Returns the
-    /// stall to report now, if this sample is the first to find it at least `threshold` old.
-    mutating func observe(count: UInt, busy: Bool, now: UInt64, threshold: UInt64, afterGap: Bool = false) -> Stall? {
+    /// parked), the time and the threshold (nanoseconds), whether the monitor's previous sample
+    /// is too long ago to time a stall across (``StallMonitor/maximumGap``), and how to read the
+    /// scheduler thread's CPU times now (called only while a count stands). Returns the stall to
+    /// report now, if this sample is the first to find it at least `threshold` old.
+    mutating func observe(count: UInt, busy: Bool, now: UInt64, threshold: UInt64, afterGap: Bool = false,
+                          times: () -> ThreadTimes? = { nil }) -> Stall? {
         guard busy else {
             watching = false
             reported = false
+            measured = false
             return nil
         }
         guard watching, count == self.count else {
@@ -328,13 +375,25 @@ struct StallWatch {
             self.count = count
             since = now
             reported = false
+            measured = false
             return nil
         }
-        if afterGap && !reported {
+        if reported { return nil }
+        if afterGap {
             since = now
+            measured = false
             return nil
         }
-        guard !reported, now &- since >= threshold else { return nil }
+        if !measured {
+            measured = true
+            baseline = times()
+        }
+        guard now &- since >= threshold else { return nil }
+        if let baseline, let current = times(), current.starved(since: baseline) {
+            since = now
+            self.baseline = current
+            return nil
+        }
         reported = true
         return Stall(count: count, since: since)
     }

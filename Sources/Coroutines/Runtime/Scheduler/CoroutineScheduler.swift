@@ -134,6 +134,9 @@ public final class CoroutineScheduler: @unchecked Sendable {
     /// Monitor (`Monitor/`) — what the stall monitor saw at its last samples; its thread writes
     /// it, `dumpAll()` reads it.
     let stallWatch = Mutex(StallWatch())
+    /// Monitor (`Monitor/`) — the kernel id of the thread that drives this scheduler (0 before
+    /// the first drive), for the monitor to tell a blocked thread from one starved of CPU.
+    let drivingThreadID = Atomic<UInt64>(0)
 
     /// Creates a scheduler with its own thread, which runs until ``stop()``.
     ///
