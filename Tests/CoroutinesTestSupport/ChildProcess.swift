@@ -67,11 +67,13 @@ public enum ChildProcess {
     /// - Parameters:
     ///   - expected: Whether the child must exit with status 0 or fail (non-zero status, signal).
     ///   - id: Names this part among the `run` calls of the same test (unique within the test).
+    ///   - environment: Variables set (or replaced) in the child's environment, on top of this
+    ///     process's (for settings read once per process, such as `COROUTINES_STALL_MS`).
     ///   - body: Runs in the child only. For `.success`, it must return normally; an `#expect`
     ///     that fails in it makes the child's test fail, and so the child exit with status 1.
     /// - Returns: The child's outcome in the test run; `nil` inside a child process.
     @discardableResult
-    public static func run(_ expected: Expectation, id: String,
+    public static func run(_ expected: Expectation, id: String, environment: [String: String] = [:],
                            sourceLocation: SourceLocation = #_sourceLocation,
                            body: () async throws -> Void) async -> Outcome? {
         if let current = currentID {
@@ -89,7 +91,7 @@ public enum ChildProcess {
         }
         let outcome: Outcome
         do {
-            outcome = try await spawn(filter: filter(for: test), id: id)
+            outcome = try await spawn(filter: filter(for: test), id: id, environment: environment)
         } catch {
             Issue.record("could not start the child process: \(error)", sourceLocation: sourceLocation)
             return nil
@@ -123,9 +125,9 @@ public enum ChildProcess {
         return "^" + NSRegularExpression.escapedPattern(for: named)
     }
 
-    /// Starts this binary on `filter` with `COROUTINES_CHILD_TEST=id`, and waits for it to end
-    /// from a plain thread.
-    static func spawn(filter: String, id: String) async throws -> Outcome {
+    /// Starts this binary on `filter` with `COROUTINES_CHILD_TEST=id` and `extra` in its
+    /// environment, and waits for it to end from a plain thread.
+    static func spawn(filter: String, id: String, environment extra: [String: String] = [:]) async throws -> Outcome {
         let directory = FileManager.default.temporaryDirectory
             .appendingPathComponent("coroutines-child-\(UUID().uuidString)", isDirectory: true)
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
@@ -140,6 +142,7 @@ public enum ChildProcess {
         process.arguments = ["--testing-library", "swift-testing", "--filter", filter]
         var environment = ProcessInfo.processInfo.environment
         environment[variable] = id
+        environment.merge(extra) { _, new in new }
         process.environment = environment
         process.standardInput = FileHandle.nullDevice
         let outHandle = try FileHandle(forWritingTo: out), errHandle = try FileHandle(forWritingTo: err)

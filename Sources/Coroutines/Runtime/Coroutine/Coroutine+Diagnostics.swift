@@ -36,7 +36,9 @@ extension Coroutine {
     /// A report of every live coroutine: name, scheduler, state and what it waits on, one per line.
     ///
     /// `Coroutine.async` launches queued from a coroutine and not started yet are listed as
-    /// `unnamed on <scheduler>: ready (not started)`.
+    /// `unnamed on <scheduler>: ready (not started)`. A coroutine that is running says for how
+    /// long (`running for 250 ms`), as the stall monitor's samples tell, up to 20 ms short; a
+    /// run too recent for a sample, or with the monitor off, says `running` (see <doc:Stalls>).
     ///
     /// For debugging hangs. The states of coroutines on other threads may change while the
     /// report is built.
@@ -46,9 +48,11 @@ extension Coroutine {
         var lines: [String] = []
         for scheduler in SchedulerDirectory.shared.all {
             for c in scheduler.liveCoroutines().reversed() {
-                var line = "\(c.name.map { "'\($0)'" } ?? "unnamed") on \(scheduler.name): \(c.status)"
+                let status = c.status
+                var line = "\(c.name.map { "'\($0)'" } ?? "unnamed") on \(scheduler.name): \(status)"
+                if status == .running, let ns = scheduler.runningTime(of: c) { line += " for \(ns / 1_000_000) ms" }
                 let kind = WaitKind(rawValue: c.waitKindValue.load(ordering: .relaxed)) ?? .none
-                if c.status == .suspended || kind != .none { line += " waiting in \(kind.label)" }
+                if status == .suspended || kind != .none { line += " waiting in \(kind.label)" }
                 if c.isCancelled { line += " (cancelled)" }
                 lines.append(line)
             }

@@ -98,6 +98,7 @@ extension CoroutineScheduler {
         }
         directBudget = 64
         u._withUnsafeGuaranteedRef { transfer(from: loopRecord, to: $0) }
+        noteBackOnLoop()
         if let f = finishedCoroutine {
             finishedCoroutine = nil
             // Borrowed under the registry's reference, which is given back only after the

@@ -33,6 +33,7 @@ extension CoroutineScheduler {
         let previous = ccoro_tls_scheduler()
         ccoro_tls_set_scheduler(Unmanaged.passUnretained(self).toOpaque())
         isDriven.store(true, ordering: .sequentiallyConsistent)
+        noteDriveStarted()
         defer {
             isDriven.store(false, ordering: .sequentiallyConsistent)
             ccoro_tls_set_scheduler(previous)
@@ -48,7 +49,7 @@ extension CoroutineScheduler {
             runDueTimers()
             var pendingJobs = jobs.count
             while pendingJobs > 0, let job = jobs.popFirst() {
-                job()
+                runLoopJob(job)
                 pendingJobs -= 1
             }
             var budget = 128
@@ -93,6 +94,7 @@ extension CoroutineScheduler {
                 || done() || poolHasLaunchesToTake {
                 parked.store(false, ordering: .sequentiallyConsistent)
                 leaveIdle()
+                noteUnparked()
                 continue
             }
             var timeout: UInt64? = nil
@@ -109,6 +111,7 @@ extension CoroutineScheduler {
             poll(timeout: timeout)
             parked.store(false, ordering: .sequentiallyConsistent)
             leaveIdle()
+            noteUnparked()
             if trimDue && ccoro_now_ns() - now >= Self.idleTrimDelay { StackAllocator.shared.trimIfNeeded() }
             if !spun, incomingCount.load(ordering: .relaxed) > 0,
                ccoro_now_ns() - parkedAt < Self.idleSpinNanoseconds {

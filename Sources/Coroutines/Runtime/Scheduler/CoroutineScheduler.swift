@@ -74,6 +74,15 @@ public final class CoroutineScheduler: @unchecked Sendable {
     /// Switching (`Switching/`) — how many more direct coroutine-to-coroutine switches before the
     /// loop gets a turn.
     @exclusivity(unchecked) var directBudget = 0
+    /// Monitor (`Monitor/`) — advanced by one at every switch into a coroutine, every return to
+    /// the loop, the start and end of every loop job and every exit from the poller. Only this
+    /// thread writes it, with a plain load and store (never an atomic read-modify-write); the
+    /// stall monitor samples it.
+    let switchCount = Atomic<UInt>(0)
+    /// Monitor (`Monitor/`) — the coroutine switched to last (unretained), `jobMarker` while the
+    /// loop runs a job, nil while it does its own work. Plain stores by this thread;
+    /// dereferenced by the stall monitor only under `registryLock` (see ``StallMonitor``).
+    let runningCoroutine = Atomic<UnsafeMutableRawPointer?>(nil)
     /// Stacks (`Stacks/`) — default-size stacks kept by this scheduler (taken and given back
     /// without a lock).
     @exclusivity(unchecked) var stackCache: [UnsafeMutablePointer<ccoro_stack_record>] = []
@@ -124,6 +133,12 @@ public final class CoroutineScheduler: @unchecked Sendable {
     @exclusivity(unchecked) var registryState = Registry()
     /// Loop (`Scheduler/+Loop`) — whether a thread drives this scheduler right now.
     let isDriven = Atomic<Bool>(false)
+    /// Monitor (`Monitor/`) — what the stall monitor saw at its last samples; its thread writes
+    /// it, `dumpAll()` reads it.
+    let stallWatch = Mutex(StallWatch())
+    /// Monitor (`Monitor/`) — the kernel id of the thread that drives this scheduler (0 before
+    /// the first drive), for the monitor to tell a blocked thread from one starved of CPU.
+    let drivingThreadID = Atomic<UInt64>(0)
 
     // MARK: Pool schedulers (`Stealing/`)
 

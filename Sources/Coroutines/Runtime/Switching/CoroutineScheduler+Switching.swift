@@ -13,6 +13,7 @@ extension CoroutineScheduler {
         c.status = .running
         let r = c.record.unsafelyUnwrapped
         ccoro_tls_set_coroutine(Unmanaged.passUnretained(c).toOpaque(), &r.pointee.running)
+        noteSwitch(to: c)
         // `ret` only where both sides suspended at the same call site: a started coroutine
         // switching directly to another (both in switchAway). Into a fresh stack's trampoline, or
         // from the loop, the return-stack prediction would miss: jump instead.
