@@ -82,7 +82,7 @@ extension CoroutineScheduler {
             // Re-checked after announcing the park (each writer changes its condition, then
             // wakes a parked loop): posted work, a stop request, or — a launch racing with stop
             // finishes its coroutine on the launching thread — nothing left to wait for.
-            if incomingCount.load(ordering: .sequentiallyConsistent) > 0
+            if incoming.hasEntriesOrdered
                 || (stopRequested.load(ordering: .sequentiallyConsistent) && !stopHandled)
                 || done() {
                 parked.store(false, ordering: .sequentiallyConsistent)
@@ -96,7 +96,7 @@ extension CoroutineScheduler {
             let parkedAt = spun ? 0 : ccoro_now_ns()
             poll(timeout: timeout)
             parked.store(false, ordering: .sequentiallyConsistent)
-            if !spun, incomingCount.load(ordering: .relaxed) > 0,
+            if !spun, hasIncoming,
                ccoro_now_ns() - parkedAt < Self.idleSpinNanoseconds {
                 // Work posted from another thread came within the spin window: spinning would
                 // have caught it without parking, so spin again.
@@ -135,7 +135,7 @@ extension CoroutineScheduler {
         while true {
             // A stop request is news only until the loop handled it: afterwards the loop waits
             // for its coroutines to end like any other work, without spinning all along.
-            if incomingCount.load(ordering: .relaxed) > 0
+            if hasIncoming
                 || (stopRequested.load(ordering: .relaxed) && !stopHandled) { return true }
             ccoro_cpu_relax()
             i += 1

@@ -25,7 +25,7 @@ extension CoroutineScheduler {
     /// Whether a dedicated (or temporary) scheduler has stopped for good: its thread has ended and
     /// no coroutine can run on it. Always false for ``main`` (which can be driven again) and for
     /// pool schedulers (which never stop).
-    public var isStopped: Bool { incoming.locked { $0.closed } }
+    public var isStopped: Bool { incoming.isClosed }
 
     /// Cancels every live coroutine of this scheduler (stop, runBlocking's error path).
     func cancelAll() {
@@ -35,16 +35,18 @@ extension CoroutineScheduler {
         for c in liveCoroutines() { c.cancel() }
     }
 
-    /// Closes the incoming queue after the loop ended; leftovers finish as stopped.
+    /// Closes the incoming queue after the loop ended; leftovers finish as stopped. On the
+    /// thread that drove the scheduler. A post that races with it is either among the leftovers
+    /// or refused (see ``WakeUpQueue``, "The race between a push and close").
     func close() {
         SchedulerDirectory.shared.remove(self)
-        let leftovers = incoming.locked { s in
-            s.closed = true
-            let items = s.items
-            s.items = []
-            return items
+        var leftovers: [Runnable] = []
+        incoming.close { entry in
+            switch entry {
+            case .coroutine(let u): leftovers.append(.coroutine(u.takeUnretainedValue()))
+            case .job(let node): leftovers.append(.job(node.takeRetainedValue().run))
+            }
         }
-        incomingCount.store(0, ordering: .sequentiallyConsistent)
         for item in leftovers + drainRunQueue() {
             switch item {
             case .job(let job): job()   // observers and timer bookkeeping: run them here, once
