@@ -106,6 +106,8 @@ struct WakeUpQueueTests {
     @Test("a parked scheduler is woken by a wake-up from another thread, and by each of many in a row")
     func parkedSchedulerWakes() async throws {
         try await Kit.withScheduler("wakeup-parked") { s in
+            let watchdog = Kit.startWatchdog(limit: .seconds(60), "wakeup-parked", waking: Kit.Box<CoroutineScheduler?>(s))
+            defer { watchdog.cancel() }
             for round in 0..<5 {
                 let p = Promise<Int>()
                 let woken = Coroutine.async(on: s) { try p.await() + 1 }
@@ -130,6 +132,20 @@ enum WakeUpTestKit {
     static func idleCoroutine() -> Coroutine {
         Coroutine(scheduler: .main, name: nil, stackSize: nil, reportsUnobservedErrors: false,
                   unstartedObserver: nil, body: {})
+    }
+
+    /// Whether `values` is exactly `start, start + 1, …` (`count` of them).
+    static func isRun(_ values: [Int], from start: Int, count: Int) -> Bool {
+        values.count == count && values.enumerated().allSatisfy { $1 == start + $0 }
+    }
+
+    /// Where `values` first departs from `start, start + 1, …`, for a failure message (the
+    /// lists are too long to print whole).
+    static func firstMisfit(_ values: [Int], from start: Int) -> String {
+        guard let i = values.indices.first(where: { values[$0] != start + $0 }) else {
+            return "\(values.count) values, none out of place"
+        }
+        return "at \(i) of \(values.count): \(values[i...].prefix(8)) instead of \(start + i)…"
     }
 
     static func outcome(_ o: WakeUpQueue.PushOutcome) -> String {
@@ -164,6 +180,8 @@ enum WakeUpTestKit {
     static func wakeFromProducers(name: String, producers: Int, perProducer: Int) async throws {
         let n = producers * perProducer
         try await Kit.withScheduler(name) { s in
+            let watchdog = Kit.startWatchdog(limit: .seconds(60), name, waking: Kit.Box<CoroutineScheduler?>(s))
+            defer { watchdog.cancel() }
             let promises = (0..<n).map { _ in Promise<Void>() }
             // Written by the producer before the wake-up, plainly; read by the woken coroutine.
             let payload = PlainSlots(n)
@@ -193,16 +211,14 @@ enum WakeUpTestKit {
                     promises[k].fulfill(())
                 }
             }
-            let watchdog = Kit.startWatchdog(limit: .seconds(60), name, waking: Kit.Box<CoroutineScheduler?>(s))
-            defer { watchdog.cancel() }
             try await allFinished.value
             let order = ranOrder.all
             #expect(order.count == n)
             #expect(Set(order) == Set(0..<n), "lost or duplicated wake-ups")
             for p in 0..<producers {
                 let mine = order.filter { $0 / perProducer == p }
-                #expect(mine == Array(p * perProducer..<(p + 1) * perProducer),
-                        "producer \(p)'s wake-ups ran out of order: \(mine.prefix(20))")
+                #expect(WakeUpTestKit.isRun(mine, from: p * perProducer, count: perProducer),
+                        "producer \(p)'s wake-ups ran out of order: \(WakeUpTestKit.firstMisfit(mine, from: p * perProducer))")
             }
         }
     }
@@ -212,6 +228,8 @@ enum WakeUpTestKit {
     static func jobsFromProducers(name: String, producers: Int, perProducer: Int) async throws {
         let n = producers * perProducer
         try await Kit.withScheduler(name) { s in
+            let watchdog = Kit.startWatchdog(limit: .seconds(60), name, waking: Kit.Box<CoroutineScheduler?>(s))
+            defer { watchdog.cancel() }
             let order = Kit.Log<Int>()
             let payload = PlainSlots(n)
             let offThread = Kit.Counter()
@@ -229,8 +247,6 @@ enum WakeUpTestKit {
             }
             // Posted after every producer's jobs (the threads have ended): it runs after them.
             let last = Promise<Void>()
-            let watchdog = Kit.startWatchdog(limit: .seconds(60), name, waking: Kit.Box<CoroutineScheduler?>(s))
-            defer { watchdog.cancel() }
             s.execute { last.fulfill(()) }
             try await last.value
             let all = order.all
@@ -240,8 +256,8 @@ enum WakeUpTestKit {
             #expect((0..<n).allSatisfy { payload[$0] == $0 })
             for p in 0..<producers {
                 let mine = all.filter { $0 / perProducer == p }
-                #expect(mine == Array(p * perProducer..<(p + 1) * perProducer),
-                        "producer \(p)'s jobs ran out of order: \(mine.prefix(20))")
+                #expect(WakeUpTestKit.isRun(mine, from: p * perProducer, count: perProducer),
+                        "producer \(p)'s jobs ran out of order: \(WakeUpTestKit.firstMisfit(mine, from: p * perProducer))")
             }
         }
     }
@@ -253,6 +269,8 @@ enum WakeUpTestKit {
     static func postsRaceStop(name: String, rounds: Int, perThread: Int) async throws {
         for round in 0..<rounds {
             let s = CoroutineScheduler(name: "\(name)-\(round)")
+            let watchdog = Kit.startWatchdog(limit: .seconds(60), "\(name) round \(round)", waking: Kit.Box<CoroutineScheduler?>(s))
+            defer { watchdog.cancel() }
             let jobRuns = Kit.Tally(2 * perThread)
             let jobsDone = (0..<2 * perThread).map { _ in Promise<Void>() }
             let launched = Kit.Log<Promise<Int>>()
@@ -274,8 +292,6 @@ enum WakeUpTestKit {
                     launched.append(Coroutine.async(on: s) { id })
                 }
             }
-            let watchdog = Kit.startWatchdog(limit: .seconds(60), "\(name) round \(round)", waking: Kit.Box<CoroutineScheduler?>(s))
-            defer { watchdog.cancel() }
             for p in jobsDone { try await p.value }
             var outcomes: [String: Int] = [:]
             for p in launched.all {
