@@ -13,6 +13,11 @@ struct Workload {
     let name: String
     let unit: String
     let runs: Int
+    /// Why the workload cannot run in this process (then its row says so instead of a figure).
+    var skipReason: String? = nil
+    /// A floor rather than a peer: no code of anyone's, the hardware alone (its row is compared
+    /// as "N× the floor" instead of a ratio in favour of either side).
+    var isFloor = false
     let run: () throws -> Double
 }
 
