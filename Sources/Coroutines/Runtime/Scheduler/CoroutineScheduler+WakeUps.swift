@@ -9,8 +9,9 @@ extension CoroutineScheduler {
     /// Makes a suspended coroutine whose suspension was claimed ready. Any thread.
     ///
     /// On this scheduler's thread it is queued without a reference (``CoroutineQueue``). From
-    /// another thread it goes through the incoming queue, which keeps a reference, and runs
-    /// after it has finished switching out.
+    /// another thread it goes through the incoming queue (``WakeUpQueue``: through its own
+    /// link, without a reference; the registry keeps it alive), and runs after it has finished
+    /// switching out.
     func makeReady(_ c: Coroutine) {
         if isOnOwnThread {
             c.status = .ready
@@ -19,7 +20,8 @@ extension CoroutineScheduler {
         } else {
             // Once `c` is in the incoming queue, its loop may run it to its end at once; the
             // caller may hold no reference (a ``ClaimedCoroutine``), and borrows this scheduler
-            // through `c`: keep `c` alive until `post` returns.
+            // through `c`: keep `c` alive until `post` returns (it may look at `parked` and
+            // wake the poller after the push). Reference counting, not an allocation.
             let keep = Unmanaged.passRetained(c)
             let accepted = post(.coroutine(c))
             keep.release()
