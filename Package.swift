@@ -24,7 +24,7 @@ let package = Package(
         .executableTarget(name: "coroutines-demo", dependencies: ["Coroutines", "CoroutinesFoundation", "QueuePool"],
                           swiftSettings: swiftSettings),
         .executableTarget(name: "coroutines-echo", dependencies: ["CoroutinesFoundation"], swiftSettings: swiftSettings),
-        .executableTarget(name: "coroutines-bench", dependencies: ["Coroutines", "CoroutinesFoundation", "CCoroutines", "QueuePool"],
+        .executableTarget(name: "coroutines-bench", dependencies: ["Coroutines", "CoroutinesFoundation", "CCoroutines"],
                           swiftSettings: swiftSettings),
         // Test support shared by the test targets (child processes that hold no Swift concurrency
         // thread); not a product.

@@ -1,7 +1,6 @@
 import Coroutines
 import Dispatch
 import Foundation
-import QueuePool
 import Synchronization
 
 // MARK: pingpong — unbuffered, two coroutines, one scheduler (or two: pingpong-threads)
@@ -60,7 +59,7 @@ func peerPingPong<K: PeerContinuationKind>(_ kind: K.Type, iterations: Int) thro
 /// Needs two CPUs: with one (the pinned runs of Scripts/bench.sh and Scripts/ab.sh) a waiting
 /// thread would spin through its whole time slice, so `nil` is returned and the row is skipped.
 func cacheLinePingPong(iterations: Int) -> Double? {
-    guard activeProcessorCount() > 1 else { return nil }
+    guard processorsAvailable() > 1 else { return nil }
     let line = BouncedCacheLine()
     let echoDone = DispatchSemaphore(value: 0)
     let echo = Thread {

@@ -141,3 +141,23 @@ func reportSecondary(_ workload: String) {
     emit("\(pad("", 28)) median=\(format(median)) \(entry.unit)  (\(format(entry.values.first!))…\(format(entry.values.last!)))")
     secondaryFigures[workload] = nil
 }
+
+/// How many CPUs this process may run on: its affinity mask (`taskset`), which Foundation's
+/// `activeProcessorCount` does not read on Linux. As QueuePool's `activeProcessorCount()` does it
+/// (`sched_getaffinity` is looked up at run time: the Glibc module does not declare it).
+func processorsAvailable() -> Int {
+    #if canImport(Glibc)
+    typealias SchedGetAffinity = @convention(c) (pid_t, Int, UnsafeMutablePointer<cpu_set_t>) -> Int32
+    if let libc = dlopen(nil, RTLD_NOW) {
+        defer { dlclose(libc) }
+        if let symbol = dlsym(libc, "sched_getaffinity") {
+            var mask = cpu_set_t()
+            if unsafeBitCast(symbol, to: SchedGetAffinity.self)(0, MemoryLayout<cpu_set_t>.size, &mask) == 0 {
+                let count = withUnsafeBytes(of: &mask) { $0.reduce(0) { $0 + $1.nonzeroBitCount } }
+                if count > 0 { return count }
+            }
+        }
+    }
+    #endif
+    return ProcessInfo.processInfo.activeProcessorCount
+}

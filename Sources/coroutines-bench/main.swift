@@ -1,5 +1,4 @@
 import Coroutines
-import QueuePool
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -46,7 +45,7 @@ let benchmarks: [Benchmark] = [
                       Workload(name: "swift: CheckedContinuation chan", unit: "ns/round trip", runs: 9) { try peerPingPong(CheckedKind.self, iterations: 200_000) },
                       // The hardware's floor for the hand-off: one cache line, two spinning threads.
                       Workload(name: "hw: cache-line ping-pong", unit: "ns/round trip", runs: 9,
-                               skipReason: activeProcessorCount() > 1 ? nil : "needs two CPUs (the process may use one)",
+                               skipReason: processorsAvailable() > 1 ? nil : "needs two CPUs (the process may use one)",
                                isFloor: true) { cacheLinePingPong(iterations: 200_000) ?? .nan }]),
     Benchmark(name: "buffered",
               ours: Workload(name: "buffered (capacity 64)", unit: "ns/message", runs: 9) { try coroutineBuffered(messages: 2_000_000) },
