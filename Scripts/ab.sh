@@ -18,8 +18,9 @@
 # COROUTINES_QUIET=1. Every median of every row is printed, then per row the median of A's
 # medians, the median of B's, B/A and the verdict: within 3 % (time: B/A ≤ 1.03; throughput,
 # requests/s: B/A ≥ 0.97) or, for the bytes-per-coroutine rows (parked), at most +64 B.
-# The "swift: …" rows are the Swift-concurrency peers: the same code on both sides, so their
-# verdicts measure the machine's noise; AB_NO_PEER=1 skips them. Exits 1 if one of our rows
+# The "swift: …" rows are the Swift-concurrency peers, and the "hw: …" rows the hardware floors
+# (pingpong-threads' cache-line ping-pong): the same code on both sides, so their verdicts
+# measure the machine's noise; AB_NO_PEER=1 skips them. Exits 1 if one of our rows
 # regressed. Raw output goes to $AB_DIR/runs.log; the load average is printed before and after.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -129,7 +130,7 @@ awk -F'\t' '
   }
   {
     key = $3 " | " $4 " [" $5 "]"
-    if (!(key in seen)) { seen[key] = 1; order[++rows] = key; unit[key] = $5; peer[key] = ($4 ~ /^swift: /) }
+    if (!(key in seen)) { seen[key] = 1; order[++rows] = key; unit[key] = $5; peer[key] = ($4 ~ /^(swift|hw): /) }
     vals[key, $1] = vals[key, $1] (vals[key, $1] == "" ? "" : " ") $6
   }
   END {
@@ -151,6 +152,6 @@ awk -F'\t' '
     }
     printf "\n## summary\n%-62s %10s %10s  %-12s %s\n", "row [unit]", "A", "B", "change", "verdict"
     for (i = 1; i <= rows; i++) print summary[i]
-    printf "\nregressed: %d of our rows, %d Swift-concurrency peer rows (same code on both sides: noise)\n", oursRegressed, peersRegressed
+    printf "\nregressed: %d of our rows, %d peer and floor rows (same code on both sides: noise)\n", oursRegressed, peersRegressed
     exit oursRegressed > 0
   }' "$records"

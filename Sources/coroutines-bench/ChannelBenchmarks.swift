@@ -1,5 +1,7 @@
 import Coroutines
 import Dispatch
+import Foundation
+import Synchronization
 
 // MARK: pingpong — unbuffered, two coroutines, one scheduler (or two: pingpong-threads)
 
@@ -43,6 +45,50 @@ func peerPingPong<K: PeerContinuationKind>(_ kind: K.Type, iterations: Int) thro
         precondition(sum == iterations * (iterations - 1) / 2)
         return Double(t1 - t0) / Double(iterations)
     }
+}
+
+// MARK: the hardware floor beside pingpong-threads — one cache line bounced between two threads
+
+/// Benchmark helper, not runtime API: the least any hand-off between two threads can cost here.
+/// Two plain threads bounce one cache line, a counter each side spin-waits on for its parity
+/// (odd: the echo thread's turn, even: the measuring thread's), with no runtime, no lock and no
+/// system call in between. A round trip is two transfers of the line, as pingpong-threads' is
+/// two wake-ups. Plain Swift `Atomic` loads and stores compile to the moves a C version would
+/// use, so it needs no C.
+///
+/// Needs two CPUs: with one (the pinned runs of Scripts/bench.sh and Scripts/ab.sh) a waiting
+/// thread would spin through its whole time slice, so `nil` is returned and the row is skipped.
+func cacheLinePingPong(iterations: Int) -> Double? {
+    guard processorsAvailable() > 1 else { return nil }
+    let line = BouncedCacheLine()
+    let echoDone = DispatchSemaphore(value: 0)
+    let echo = Thread {
+        line.counter.store(0, ordering: .releasing)   // started
+        for i in 0..<iterations {
+            let mine = 2 * i + 1
+            while line.counter.load(ordering: .acquiring) != mine {}
+            line.counter.store(mine + 1, ordering: .releasing)
+        }
+        echoDone.signal()
+    }
+    echo.start()
+    while line.counter.load(ordering: .acquiring) != 0 {}
+    let t0 = now()
+    for i in 0..<iterations {
+        line.counter.store(2 * i + 1, ordering: .releasing)
+        while line.counter.load(ordering: .acquiring) != 2 * i + 2 {}
+    }
+    let t1 = now()
+    echoDone.wait()
+    return Double(t1 - t0) / Double(iterations)
+}
+
+/// The bounced counter, alone on its cache lines: the object's header shares the first line with
+/// nothing else that either thread writes, and the padding keeps other allocations off it.
+final class BouncedCacheLine: @unchecked Sendable {
+    let counter = Atomic<Int>(-1)
+    private let padding: (Int, Int, Int, Int, Int, Int, Int, Int, Int, Int, Int, Int, Int, Int) =
+        (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
 }
 
 // MARK: buffered — capacity 64, one producer → one consumer

@@ -13,6 +13,11 @@ struct Workload {
     let name: String
     let unit: String
     let runs: Int
+    /// Why the workload cannot run in this process (then its row says so instead of a figure).
+    var skipReason: String? = nil
+    /// A floor rather than a peer: no code of anyone's, the hardware alone (its row is compared
+    /// as "N× the floor" instead of a ratio in favour of either side).
+    var isFloor = false
     let run: () throws -> Double
 }
 
@@ -165,4 +170,24 @@ func reportSecondary(_ workload: String) {
     let median = entry.values[entry.values.count / 2]
     emit("\(pad("", 28)) median=\(format(median)) \(entry.unit)  (\(format(entry.values.first!))…\(format(entry.values.last!)))")
     secondaryFigures[workload] = nil
+}
+
+/// How many CPUs this process may run on: its affinity mask (`taskset`), which Foundation's
+/// `activeProcessorCount` does not read on Linux. As QueuePool's `activeProcessorCount()` does it
+/// (`sched_getaffinity` is looked up at run time: the Glibc module does not declare it).
+func processorsAvailable() -> Int {
+    #if canImport(Glibc)
+    typealias SchedGetAffinity = @convention(c) (pid_t, Int, UnsafeMutablePointer<cpu_set_t>) -> Int32
+    if let libc = dlopen(nil, RTLD_NOW) {
+        defer { dlclose(libc) }
+        if let symbol = dlsym(libc, "sched_getaffinity") {
+            var mask = cpu_set_t()
+            if unsafeBitCast(symbol, to: SchedGetAffinity.self)(0, MemoryLayout<cpu_set_t>.size, &mask) == 0 {
+                let count = withUnsafeBytes(of: &mask) { $0.reduce(0) { $0 + $1.nonzeroBitCount } }
+                if count > 0 { return count }
+            }
+        }
+    }
+    #endif
+    return ProcessInfo.processInfo.activeProcessorCount
 }

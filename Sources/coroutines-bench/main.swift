@@ -58,7 +58,11 @@ let benchmarks: [Benchmark] = [
     Benchmark(name: "pingpong-threads",
               ours: Workload(name: "pingpong (two schedulers)", unit: "ns/round trip", runs: 9) { try coroutinePingPong(iterations: 200_000, threads: true) },
               peers: [Workload(name: "swift: UnsafeContinuation chan", unit: "ns/round trip", runs: 9) { try peerPingPong(UnsafeKind.self, iterations: 200_000) },
-                      Workload(name: "swift: CheckedContinuation chan", unit: "ns/round trip", runs: 9) { try peerPingPong(CheckedKind.self, iterations: 200_000) }]),
+                      Workload(name: "swift: CheckedContinuation chan", unit: "ns/round trip", runs: 9) { try peerPingPong(CheckedKind.self, iterations: 200_000) },
+                      // The hardware's floor for the hand-off: one cache line, two spinning threads.
+                      Workload(name: "hw: cache-line ping-pong", unit: "ns/round trip", runs: 9,
+                               skipReason: processorsAvailable() > 1 ? nil : "needs two CPUs (the process may use one)",
+                               isFloor: true) { cacheLinePingPong(iterations: 200_000) ?? .nan }]),
     Benchmark(name: "buffered",
               ours: Workload(name: "buffered (capacity 64)", unit: "ns/message", runs: 9) { try coroutineBuffered(messages: 2_000_000) },
               peers: [Workload(name: "swift: UnsafeContinuation chan", unit: "ns/message", runs: 9) { try peerBuffered(UnsafeKind.self, messages: 1_000_000) },
@@ -111,9 +115,17 @@ for b in selected {
     reportSecondary(b.ours.name)
     guard getenv("COROUTINES_BENCH_NO_PEER") == nil else { continue }
     for (i, peer) in b.peers.enumerated() {
+        if let why = peer.skipReason {
+            emit("\(pad(peer.name, 28)) skipped: \(why)")
+            continue
+        }
         let theirs = try measure(b, workload: i + 1)
         report(peer.name, theirs, peer.unit)
         reportSecondary(peer.name)
+        if peer.isFloor {
+            emit("\(pad("  floor", 28)) \(format(ours.median / theirs.median))× the hardware floor")
+            continue
+        }
         let ratio = b.smallerIsBetter ? theirs.median / ours.median : ours.median / theirs.median
         emit("\(pad("  ratio", 28)) \(format(ratio))× in favour of coroutines" + (ratio < 1 ? " (slower)" : ""))
     }

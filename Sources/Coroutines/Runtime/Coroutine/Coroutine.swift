@@ -127,6 +127,15 @@ public final class Coroutine: @unchecked Sendable, Hashable, CustomStringConvert
     @exclusivity(unchecked) var registryPrevious: Unmanaged<Coroutine>?
     @exclusivity(unchecked) var registryNext: Unmanaged<Coroutine>?
 
+    // MARK: Owned by the incoming queue that holds it
+
+    /// The link of the scheduler's incoming queue while the coroutine is in it (the entry
+    /// pushed before it), ``WakeUpQueue/notQueued`` otherwise (see ``WakeUpQueue``: it is in at
+    /// most one queue at a time). Written by the thread that pushes it, read by the one that
+    /// takes it off, ordered by the queue's atomic head. None of the other links can serve: a
+    /// queued coroutine is still registered and linked to its parent and siblings.
+    @exclusivity(unchecked) var wakeUpLink: UInt = WakeUpQueue.notQueued
+
     /// Creates a coroutine that runs on `scheduler`, or, if `pool` is not nil, a pool launch
     /// queued first on `scheduler` (one of `pool`'s schedulers).
     @usableFromInline

@@ -89,7 +89,7 @@ extension CoroutineScheduler {
             // wakes a parked loop): posted work, a stop request, or — a launch racing with stop
             // finishes its coroutine on the launching thread — nothing left to wait for; on a
             // pool, launches that it could take.
-            if incomingCount.load(ordering: .sequentiallyConsistent) > 0
+            if incoming.hasEntriesOrdered
                 || (stopRequested.load(ordering: .sequentiallyConsistent) && !stopHandled)
                 || done() || poolHasLaunchesToTake {
                 parked.store(false, ordering: .sequentiallyConsistent)
@@ -113,7 +113,7 @@ extension CoroutineScheduler {
             leaveIdle()
             noteUnparked()
             if trimDue && ccoro_now_ns() - now >= Self.idleTrimDelay { StackAllocator.shared.trimIfNeeded() }
-            if !spun, incomingCount.load(ordering: .relaxed) > 0,
+            if !spun, hasIncoming,
                ccoro_now_ns() - parkedAt < Self.idleSpinNanoseconds {
                 // Work posted from another thread came within the spin window: spinning would
                 // have caught it without parking, so spin again.
@@ -152,7 +152,7 @@ extension CoroutineScheduler {
         while true {
             // A stop request is news only until the loop handled it: afterwards the loop waits
             // for its coroutines to end like any other work, without spinning all along.
-            if incomingCount.load(ordering: .relaxed) > 0
+            if hasIncoming
                 || (stopRequested.load(ordering: .relaxed) && !stopHandled) { return true }
             // Peers' queues are looked at less often: that takes a load per peer.
             if i & 15 == 0 && poolHasLaunchesToTake { return true }

@@ -31,7 +31,7 @@ extension CoroutineScheduler {
     /// stopped for good: its thread has ended and no coroutine can run on it. Always false for
     /// ``main`` (which can be driven again) and for the schedulers of the default pools (which
     /// never stop).
-    public var isStopped: Bool { incoming.locked { $0.closed } }
+    public var isStopped: Bool { incoming.isClosed }
 
     /// Cancels every live coroutine of this scheduler (stop, runBlocking's error path).
     func cancelAll() {
@@ -41,16 +41,18 @@ extension CoroutineScheduler {
         for c in liveCoroutines() { c.cancel() }
     }
 
-    /// Closes the incoming queue after the loop ended; leftovers finish as stopped.
+    /// Closes the incoming queue after the loop ended; leftovers finish as stopped. On the
+    /// thread that drove the scheduler. A post that races with it is either among the leftovers
+    /// or refused (see ``WakeUpQueue``, "The race between a push and close").
     func close() {
         SchedulerDirectory.shared.remove(self)
-        let leftovers = incoming.locked { s in
-            s.closed = true
-            let items = s.items
-            s.items = []
-            return items
+        var leftovers: [Runnable] = []
+        incoming.close { entry in
+            switch entry {
+            case .coroutine(let u): leftovers.append(.coroutine(u.takeUnretainedValue()))
+            case .job(let node): leftovers.append(.job(node.takeRetainedValue().run))
+            }
         }
-        incomingCount.store(0, ordering: .sequentiallyConsistent)
         // Pool launches cannot be queued here any more (only this thread queues them, and it
         // runs no coroutine now); whatever is left was launched before the stop.
         for l in launchQueue?.drain() ?? [] { l.finishUnstarted(CancellationError()) }

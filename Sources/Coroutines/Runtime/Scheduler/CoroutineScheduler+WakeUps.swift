@@ -6,18 +6,12 @@ import Synchronization
 /// the run queue or the jobs) or from any other (through the incoming queue and one coalesced
 /// wake-up of the poller).
 extension CoroutineScheduler {
-    /// Coroutines and jobs posted from other threads, and whether the scheduler has closed
-    /// (then nothing more is accepted). Guarded by `incoming`'s lock.
-    struct Incoming {
-        var items: [Runnable] = []
-        var closed = false
-    }
-
     /// Makes a suspended coroutine whose suspension was claimed ready. Any thread.
     ///
     /// On this scheduler's thread it is queued without a reference (``CoroutineQueue``). From
-    /// another thread it goes through the incoming queue, which keeps a reference, and runs
-    /// after it has finished switching out.
+    /// another thread it goes through the incoming queue (``WakeUpQueue``: through its own
+    /// link, without a reference; the registry keeps it alive), and runs after it has finished
+    /// switching out.
     func makeReady(_ c: Coroutine) {
         if isOnOwnThread {
             c.status = .ready
@@ -26,7 +20,8 @@ extension CoroutineScheduler {
         } else {
             // Once `c` is in the incoming queue, its loop may run it to its end at once; the
             // caller may hold no reference (a ``ClaimedCoroutine``), and borrows this scheduler
-            // through `c`: keep `c` alive until `post` returns.
+            // through `c`: keep `c` alive until `post` returns (it may look at `parked` and
+            // wake the poller after the push). Reference counting, not an allocation.
             let keep = Unmanaged.passRetained(c)
             let accepted = post(.coroutine(c))
             keep.release()
@@ -46,18 +41,31 @@ extension CoroutineScheduler {
         }
     }
 
-    /// Appends to the incoming queue; false if the scheduler has stopped.
+    /// Appends to the incoming queue (``WakeUpQueue``); false if the scheduler has stopped (its
+    /// queue is closed). A coroutine is queued through its own link, without a lock or an
+    /// allocation; a job takes one allocation (its ``IncomingJob`` node).
     func post(_ item: Runnable) -> Bool {
-        let accepted = incoming.locked { s in
-            if s.closed { return false }
-            s.items.append(item)
+        let outcome: WakeUpQueue.PushOutcome
+        switch item {
+        case .coroutine(let c):
+            outcome = incoming.push(.coroutine(Unmanaged.passUnretained(c)))
+        case .job(let job):
+            let node = Unmanaged.passRetained(IncomingJob(job))
+            outcome = incoming.push(.job(node))
+            if case .refused = outcome { node.release() }
+        }
+        switch outcome {
+        case .refused: return false
+        case .accepted: return true   // the pusher into the empty queue wakes the loop
+        case .acceptedIntoEmpty:
+            if parked.load(ordering: .sequentiallyConsistent) { wakeLoop() }
             return true
         }
-        guard accepted else { return false }
-        incomingCount.add(1, ordering: .sequentiallyConsistent)
-        if parked.load(ordering: .sequentiallyConsistent) { wakeLoop() }
-        return true
     }
+
+    /// Whether other threads posted work that the loop has not taken in yet (a relaxed
+    /// snapshot; see ``WakeUpQueue/hasEntriesOrdered`` for the check before parking).
+    var hasIncoming: Bool { incoming.hasEntries }
 
     /// Wakes the loop if it is parked in the poller.
     func wakeLoop() {
@@ -67,22 +75,17 @@ extension CoroutineScheduler {
         }
     }
 
-    /// Moves what other threads posted onto the run queue and the jobs. Scheduler thread only.
+    /// Moves what other threads posted onto the run queue and the jobs, in the order it was
+    /// posted. Scheduler thread only.
     func drainIncoming() {
-        guard incomingCount.load(ordering: .sequentiallyConsistent) > 0 else { return }
-        let items = incoming.locked { s in
-            let items = s.items
-            s.items = []
-            return items
-        }
-        incomingCount.subtract(items.count, ordering: .sequentiallyConsistent)
-        for item in items {
-            switch item {
-            case .coroutine(let c):
-                c.status = .ready
-                runQueue.append(Unmanaged.passUnretained(c))
-            case .job(let job):
-                jobs.append(job)
+        guard incoming.hasEntries else { return }
+        incoming.takeAll { entry in
+            switch entry {
+            case .coroutine(let u):
+                u._withUnsafeGuaranteedRef { $0.status = .ready }
+                runQueue.append(u)
+            case .job(let node):
+                jobs.append(node.takeRetainedValue().run)
             }
         }
     }

@@ -19,7 +19,7 @@ import Synchronization
 /// ## Threading
 /// Coroutines never migrate between threads: everything launched on a scheduler runs on its
 /// thread (see <doc:ThreadsSchedulersAndCoroutines>). Wake-ups from other threads go through a
-/// lock-protected queue and one coalesced wake-up of the poller. Every method of this type is
+/// lock-free queue and one coalesced wake-up of the poller. Every method of this type is
 /// thread-safe.
 ///
 /// ## Kinds
@@ -115,10 +115,10 @@ public final class CoroutineScheduler: @unchecked Sendable {
 
     /// I/O (`IO/`) — the readiness poller (epoll, kqueue), which the loop also parks in.
     let poller = Poller()
-    /// Wake-ups (`Scheduler/+WakeUps`) — coroutines and jobs posted from other threads.
-    let incoming = Mutex(Incoming())
-    /// Wake-ups (`Scheduler/+WakeUps`) — how many items `incoming` holds, read without its lock.
-    let incomingCount = Atomic<Int>(0)
+    /// Wake-ups (`Scheduler/+WakeUps`) — coroutines and jobs posted from other threads, and
+    /// whether the scheduler has closed (then nothing more is accepted); lock-free
+    /// (``WakeUpQueue``).
+    let incoming = WakeUpQueue()
     /// Wake-ups (`Scheduler/+WakeUps`) — whether the loop is parked in the poller (or about to
     /// be), so that a poster must wake it.
     let parked = Atomic<Bool>(false)
