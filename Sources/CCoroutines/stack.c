@@ -156,33 +156,3 @@ void ccoro_stack_release_memory(const ccoro_stack *stack) {
   madvise((void *)lo, hi - lo, MADV_FREE);
 #endif
 }
-
-static int ccoro_compare_mappings(const void *a, const void *b) {
-  uintptr_t x = (uintptr_t)(*(const ccoro_stack *const *)a)->mapping;
-  uintptr_t y = (uintptr_t)(*(const ccoro_stack *const *)b)->mapping;
-  return x < y ? -1 : x > y;
-}
-
-void ccoro_stacks_release_memory(const ccoro_stack **stacks, size_t count) {
-  // Each madvise also flushes the TLBs of every CPU running this process: one call per run of
-  // adjacent mappings instead of one per stack (mappings made one after the other are usually
-  // adjacent). The guard region and the unused colour offset of a mapping were never touched,
-  // so releasing them too changes nothing.
-  qsort(stacks, count, sizeof *stacks, ccoro_compare_mappings);
-  size_t i = 0;
-  while (i < count) {
-    uintptr_t lo = (uintptr_t)stacks[i]->mapping;
-    uintptr_t hi = lo + stacks[i]->mapping_size;
-    size_t j = i + 1;
-    while (j < count && (uintptr_t)stacks[j]->mapping == hi) {
-      hi += stacks[j]->mapping_size;
-      j++;
-    }
-#if defined(MADV_DONTNEED) && defined(__linux__)
-    madvise((void *)lo, hi - lo, MADV_DONTNEED);
-#elif defined(MADV_FREE)
-    madvise((void *)lo, hi - lo, MADV_FREE);
-#endif
-    i = j;
-  }
-}

@@ -76,9 +76,6 @@ static inline int ccoro_stack_canary_ok(const ccoro_stack *s) {
 /// Gives an idle stack's pages back to the kernel (they read as zero when touched again). For a
 /// slab stack the top page is kept: it holds the canary of the stack above.
 void ccoro_stack_release_memory(const ccoro_stack *stack);
-/// Gives back the memory of `count` idle guarded stacks, merging stacks whose mappings are
-/// adjacent into one system call (their guard regions were never touched). Reorders `stacks`.
-void ccoro_stacks_release_memory(const ccoro_stack **stacks, size_t count);
 /// The number of lines in /proc/self/maps (current mappings), or -1.
 long ccoro_current_map_count(void);
 /// vm.max_map_count, or -1 where there is no such limit.

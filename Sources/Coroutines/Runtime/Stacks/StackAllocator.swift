@@ -289,13 +289,7 @@ final class StackAllocator: Sendable {
             (s.pools.removeUntrimmed(keeping: Self.residentIdleLimit),
              s.slabFree.removeUntrimmed(keeping: Self.residentIdleLimit))
         }
-        let stackOffset = MemoryLayout<ccoro_stack_record>.offset(of: \.stack)!
-        var guarded: [UnsafePointer<ccoro_stack>?] = victims.guarded.joined().map {
-            UnsafePointer((UnsafeMutableRawPointer($0.pointer) + stackOffset).assumingMemoryBound(to: ccoro_stack.self))
-        }
-        guarded.withUnsafeMutableBufferPointer { b in
-            if let base = b.baseAddress { ccoro_stacks_release_memory(base, b.count) }
-        }
+        for r in victims.guarded.joined() { ccoro_stack_release_memory(&r.pointer.pointee.stack) }
         for r in victims.slab.joined() { ccoro_stack_release_memory(&r.pointer.pointee.stack) }
         state.locked { s in
             s.pools.insertTrimmed(victims.guarded)
