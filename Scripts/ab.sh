@@ -80,7 +80,7 @@ echo "benchmark sources: the working tree's Sources/coroutines-bench, on both si
 for side in A B; do
   sync_into "$work/stage-$side" "$work/$side"
   echo "building $side in $work/$side (release, -j 2)…"
-  if ! (cd "$work/$side" && swift build -c release -j 2 --product coroutines-bench) > "$work/build-$side.log" 2>&1; then
+  if ! (cd "$work/$side" && swift build -c release -j 2 -Xswiftc -DAB_COMPARISON --product coroutines-bench) > "$work/build-$side.log" 2>&1; then
     cat "$work/build-$side.log"; echo "ab.sh: the $side build failed" >&2; exit 1
   fi
   tail -n 1 "$work/build-$side.log"

@@ -7,6 +7,10 @@ import Foundation
 import Glibc
 #endif
 
+// Left out of `Scripts/ab.sh` builds (`AB_COMPARISON`): both sides of an A/B build the same
+// benchmark sources, and commits before pool launches existed cannot build these.
+#if !AB_COMPARISON
+
 // The pool benchmarks run unpinned: they measure how work spreads over the CPUs. Each workload
 // runs in a child process of its own (`Benchmark.isolated`), so that the heap and stack caches
 // one leaves behind do not change the next one's figures.
@@ -116,3 +120,26 @@ func idleWithLaunchPerMillisecond() throws -> Double {
     _ = try Coroutine.runBlocking { try last?.await() }
     return Double(c1 - c0) / Double(t1 - t0) * 100
 }
+
+/// The pool benchmarks, registered after the others in `main.swift`.
+func poolBenchmarks() -> [Benchmark] { [
+    Benchmark(name: "skynet-pool",
+              ours: Workload(name: "skynet-pool (default pool)", unit: "ms", runs: 5) { try coroutineSkynetPool() },
+              peers: [Workload(name: "skynet (one scheduler)", unit: "ms", runs: 5) { try coroutineSkynet() },
+                      Workload(name: "swift: TaskGroup", unit: "ms", runs: 3) { try taskSkynet() }],
+              isolated: true),
+    Benchmark(name: "skew",
+              ours: Workload(name: "skew (default pool)", unit: "ms", runs: 5) { try coroutineSkew(onPool: true) },
+              peers: [Workload(name: "skew (one scheduler)", unit: "ms", runs: 5) { try coroutineSkew(onPool: false) },
+                      Workload(name: "swift: TaskGroup", unit: "ms", runs: 5) { try taskSkew() }],
+              isolated: true),
+    Benchmark(name: "idle",
+              ours: Workload(name: "idle after skynet-pool", unit: "% of a CPU", runs: 1) { try idleAfterSkynetPool() },
+              peers: [], isolated: true),
+    Benchmark(name: "idle-launches",
+              ours: Workload(name: "a pool launch per ms", unit: "% of a CPU", runs: 1) { try idleWithLaunchPerMillisecond() },
+              peers: [], isolated: true),
+] }
+#else
+func poolBenchmarks() -> [Benchmark] { [] }
+#endif

@@ -7,7 +7,7 @@ import Glibc
 emit("WARNING: coroutines-bench was built in debug mode; figures are meaningless. Use `swift run -c release coroutines-bench`.")
 #endif
 
-let benchmarks: [Benchmark] = [
+let coreBenchmarks: [Benchmark] = [
     Benchmark(name: "switch",
               ours: Workload(name: "switch (asm ccoro_switch)", unit: "ns/switch", runs: 9) { rawSwitch(iterations: 5_000_000) },
               peers: [Workload(name: "swift: task ping-pong", unit: "ns/switch", runs: 9) { try continuationPingPong(iterations: 200_000) }]),
@@ -27,22 +27,6 @@ let benchmarks: [Benchmark] = [
     Benchmark(name: "skynet",
               ours: Workload(name: "skynet (1M leaves)", unit: "ms", runs: 5) { try coroutineSkynet() },
               peers: [Workload(name: "swift: TaskGroup", unit: "ms", runs: 3) { try taskSkynet() }]),
-    Benchmark(name: "skynet-pool",
-              ours: Workload(name: "skynet-pool (default pool)", unit: "ms", runs: 5) { try coroutineSkynetPool() },
-              peers: [Workload(name: "skynet (one scheduler)", unit: "ms", runs: 5) { try coroutineSkynet() },
-                      Workload(name: "swift: TaskGroup", unit: "ms", runs: 3) { try taskSkynet() }],
-              isolated: true),
-    Benchmark(name: "skew",
-              ours: Workload(name: "skew (default pool)", unit: "ms", runs: 5) { try coroutineSkew(onPool: true) },
-              peers: [Workload(name: "skew (one scheduler)", unit: "ms", runs: 5) { try coroutineSkew(onPool: false) },
-                      Workload(name: "swift: TaskGroup", unit: "ms", runs: 5) { try taskSkew() }],
-              isolated: true),
-    Benchmark(name: "idle",
-              ours: Workload(name: "idle after skynet-pool", unit: "% of a CPU", runs: 1) { try idleAfterSkynetPool() },
-              peers: [], isolated: true),
-    Benchmark(name: "idle-launches",
-              ours: Workload(name: "a pool launch per ms", unit: "% of a CPU", runs: 1) { try idleWithLaunchPerMillisecond() },
-              peers: [], isolated: true),
     Benchmark(name: "promise",
               ours: Workload(name: "promise (fulfil → resume)", unit: "ns/op", runs: 9) { try coroutinePromise(iterations: 200_000) },
               peers: [Workload(name: "swift: UnsafeContinuation", unit: "ns/op", runs: 9) { try continuationPromise(iterations: 200_000) }]),
@@ -85,6 +69,8 @@ let benchmarks: [Benchmark] = [
               ours: Workload(name: "parked (1M)", unit: "bytes/coroutine", runs: 1) { try parkedInChild("coroutines", 1_000_000) },
               peers: [Workload(name: "swift: tasks (1M)", unit: "bytes/task", runs: 1) { try parkedInChild("tasks", 1_000_000) }]),
 ]
+
+let benchmarks: [Benchmark] = coreBenchmarks + poolBenchmarks()
 
 if CommandLine.arguments.count == 4, CommandLine.arguments[1] == "--parked-child" {
     let count = Int(CommandLine.arguments[3])!
