@@ -23,10 +23,22 @@ extension CoroutineScheduler {
         runningCoroutine.store(nil, ordering: .relaxed)
     }
 
-    /// Records that the loop starts a job. Scheduler thread only.
+    /// Runs a job of the loop, recorded as a switch to it and back (so each job is watched on
+    /// its own, and named as a job if it stalls). Scheduler thread only.
     @inline(__always)
-    func noteLoopJob() {
+    func runLoopJob(_ job: () -> Void) {
         switchCount.store(switchCount.load(ordering: .relaxed) &+ 1, ordering: .relaxed)
+        runningCoroutine.store(Self.jobMarker, ordering: .relaxed)
+        job()
+        switchCount.store(switchCount.load(ordering: .relaxed) &+ 1, ordering: .relaxed)
+        runningCoroutine.store(nil, ordering: .relaxed)
+    }
+
+    /// Stands in `runningCoroutine` while the loop runs a job; never dereferenced. (Computed: a
+    /// stored static would be checked for initialisation at every use.)
+    @inline(__always)
+    static var jobMarker: UnsafeMutableRawPointer {
+        UnsafeMutableRawPointer(bitPattern: 0x20).unsafelyUnwrapped
     }
 
     /// Records that the loop stopped being parked (after it stored `parked` = false), and wakes
@@ -61,13 +73,16 @@ extension CoroutineScheduler {
         return (busy, stall)
     }
 
-    /// What runs on this scheduler, if its switch count is still `count`; nil if it has moved
-    /// on (the stall ended). Read under the registry lock, which keeps the coroutine that
-    /// `runningCoroutine` names alive (``StallMonitor`` invariant 4). Monitor thread only.
+    /// What runs on this scheduler, if its switch count is still `count`: a coroutine or a job.
+    /// Nil if the count has moved on (the stall ended), or if the loop runs its own bookkeeping
+    /// (starting and reaping coroutines, timers, polling), which is not reported. Read under the
+    /// registry lock, which keeps the coroutine that `runningCoroutine` names alive
+    /// (``StallMonitor`` invariant 4). Monitor thread only.
     func stallSubject(ifStillAt count: UInt) -> StallSubject? {
         withRegistry { _ in
-            guard switchCount.load(ordering: .relaxed) == count else { return nil }
-            guard let p = runningCoroutine.load(ordering: .relaxed) else { return .loop }
+            guard switchCount.load(ordering: .relaxed) == count,
+                  let p = runningCoroutine.load(ordering: .relaxed) else { return nil }
+            if p == Self.jobMarker { return .job }
             return Unmanaged<Coroutine>.fromOpaque(p)._withUnsafeGuaranteedRef { c in
                 .coroutine(c.name.map { "coroutine '\($0)'" } ?? c.description)
             }

@@ -20,10 +20,12 @@ import Darwin
 // Who touches what
 //   * A scheduler's own thread (see CoroutineScheduler+Monitor.swift) stores `switchCount` + 1
 //     at every switch into a coroutine (`transfer`), every return to the loop
-//     (`resumeFromLoop`), every loop job and every exit from the poller, and stores the
-//     coroutine switched to in `runningCoroutine` (nil on the loop). Relaxed stores only: on the
-//     switch path there is no atomic read-modify-write, no fence and no clock (x86-64: one
-//     `incq` and one `movq` into the scheduler object).
+//     (`resumeFromLoop`), the start and end of every loop job and every exit from the poller,
+//     and stores what runs in `runningCoroutine`: the coroutine switched to, a marker during a
+//     job, nil while the loop does its own bookkeeping (not reported: starting and reaping
+//     coroutines, timers and polling are the runtime's work, not the user's). Relaxed stores
+//     only: on the switch path there is no atomic read-modify-write, no fence and no clock
+//     (x86-64: one `incq` and one `movq` into the scheduler object).
 //   * The monitor thread reads those two and the scheduler's `isDriven` and `parked`, and keeps
 //     its verdict in the scheduler's `stallWatch` (a ``StallWatch``).
 //   * `dumpAll()`, on any thread, reads `stallWatch` to tell how long a coroutine has run.
@@ -66,7 +68,7 @@ import Darwin
 //      `sleepWord`: either the monitor's second look sees it busy, or it sees the announcement and
 //      wakes the monitor (Dekker's pattern; Go's `sysmonwait` and `sysmonnote` play these roles).
 //   4. `runningCoroutine` is dereferenced only under the scheduler's `registryLock`, and the
-//      pointer read there is nil or a live coroutine. A coroutine stays in its scheduler's
+//      pointer read there is nil, the job marker or a live coroutine. A coroutine stays in its scheduler's
 //      registry, which keeps it alive, until the loop reaps it, and reaping takes that lock; the
 //      loop stores `runningCoroutine` = nil, after the coroutine's last switch, before it reaps
 //      it. So once the reap has happened, a reader holding the lock can no longer read the old
@@ -183,9 +185,9 @@ final class StallMonitor: Sendable {
         case .coroutine(let description):
             ("\(description) has run for at least \(milliseconds) ms without suspending", "every other coroutine",
              "move blocking work into Coroutine.offload (CoroutinesFoundation)")
-        case .loop:
-            ("its loop has not switched to a coroutine for at least \(milliseconds) ms, running a job (a promise "
-             + "observer, a handler) or its own work", "every coroutine",
+        case .job:
+            ("a job on its loop (a promise observer, a handler) has run for at least \(milliseconds) ms without returning",
+             "every coroutine",
              "move blocking work into Coroutine.offload (CoroutinesFoundation), in a coroutine the job launches")
         }
         return "swift-coroutines: scheduler '\(scheduler)' stalled: \(what), and \(others), timer and socket of the "
@@ -323,8 +325,8 @@ struct ThreadTimes: Equatable {
 enum StallSubject: Equatable {
     /// A coroutine, by its name (`coroutine 'name'`) or, unnamed, its description.
     case coroutine(String)
-    /// The loop: a job it runs, or its own work.
-    case loop
+    /// A job on the loop (a promise observer, a handler).
+    case job
 }
 
 /// The stall monitor's view of one scheduler, updated at every sample (monitor thread), read by

@@ -49,8 +49,7 @@ extension CoroutineScheduler {
             runDueTimers()
             var pendingJobs = jobs.count
             while pendingJobs > 0, let job = jobs.popFirst() {
-                noteLoopJob()
-                job()
+                runLoopJob(job)
                 pendingJobs -= 1
             }
             var budget = 128

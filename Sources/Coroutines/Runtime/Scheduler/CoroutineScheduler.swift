@@ -74,12 +74,13 @@ public final class CoroutineScheduler: @unchecked Sendable {
     /// loop gets a turn.
     @exclusivity(unchecked) var directBudget = 0
     /// Monitor (`Monitor/`) — advanced by one at every switch into a coroutine, every return to
-    /// the loop, every loop job and every exit from the poller. Only this thread writes it, with
-    /// a plain load and store (never a read-modify-write); the stall monitor samples it.
+    /// the loop, the start and end of every loop job and every exit from the poller. Only this
+    /// thread writes it, with a plain load and store (never an atomic read-modify-write); the
+    /// stall monitor samples it.
     let switchCount = Atomic<UInt>(0)
-    /// Monitor (`Monitor/`) — the coroutine switched to last (unretained), nil while the loop
-    /// runs. Plain stores by this thread; dereferenced by the stall monitor only under
-    /// `registryLock` (see ``StallMonitor``).
+    /// Monitor (`Monitor/`) — the coroutine switched to last (unretained), `jobMarker` while the
+    /// loop runs a job, nil while it does its own work. Plain stores by this thread;
+    /// dereferenced by the stall monitor only under `registryLock` (see ``StallMonitor``).
     let runningCoroutine = Atomic<UnsafeMutableRawPointer?>(nil)
     /// Stacks (`Stacks/`) — default-size stacks kept by this scheduler (taken and given back
     /// without a lock).
