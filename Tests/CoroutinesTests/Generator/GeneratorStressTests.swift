@@ -54,6 +54,12 @@ struct GeneratorStressTests {
 
     /// From the tests written against the intrusive wait queues, whose waiter records live on their
     /// coroutines' stacks (ChannelWaiter.swift).
+    ///
+    /// The limit only detects a hang: alone, the test takes about 0.15 s. Each of its 3,000
+    /// values crosses threads (a rendezvous with a feeder on another scheduler), so in the full
+    /// parallel suite on two shared cores it waits for the OS to run the woken thread every
+    /// time: with the stall monitor off it took 20–24 s there (load average 9–14), and the
+    /// former 30 s limit failed it now and then. So the limit is 120 s.
     @Test("generators hosted by a coroutine select on channels fed from other threads and are dropped mid-stream: every value once")
     func generatorsSelecting() async throws {
         try await CK.withSchedulers(2, "wq-gen") { s in
@@ -62,7 +68,7 @@ struct GeneratorStressTests {
             let feeders = [a, b].enumerated().map { (j, ch) in
                 Coroutine.launch(on: s[j]) { for i in 0..<n { try ch.send(j * 100_000 + i) } }
             }
-            let got = try await Kit.run { () -> [Int] in
+            let got = try await Kit.run(limit: .seconds(120)) { () -> [Int] in
                 var got: [Int] = []
                 var round = 0
                 while got.count < 2 * n {

@@ -74,15 +74,6 @@ public final class CoroutineScheduler: @unchecked Sendable {
     /// Switching (`Switching/`) — how many more direct coroutine-to-coroutine switches before the
     /// loop gets a turn.
     @exclusivity(unchecked) var directBudget = 0
-    /// Monitor (`Monitor/`) — advanced by one at every switch into a coroutine, every return to
-    /// the loop, the start and end of every loop job and every exit from the poller. Only this
-    /// thread writes it, with a plain load and store (never an atomic read-modify-write); the
-    /// stall monitor samples it.
-    let switchCount = Atomic<UInt>(0)
-    /// Monitor (`Monitor/`) — the coroutine switched to last (unretained), `jobMarker` while the
-    /// loop runs a job, nil while it does its own work. Plain stores by this thread;
-    /// dereferenced by the stall monitor only under `registryLock` (see ``StallMonitor``).
-    let runningCoroutine = Atomic<UnsafeMutableRawPointer?>(nil)
     /// Stacks (`Stacks/`) — default-size stacks kept by this scheduler (taken and given back
     /// without a lock).
     @exclusivity(unchecked) var stackCache: [UnsafeMutablePointer<ccoro_stack_record>] = []
@@ -110,6 +101,15 @@ public final class CoroutineScheduler: @unchecked Sendable {
     /// I/O (`IO/+Polling`) — the descriptor that signals blocks queued on `DispatchQueue.main`
     /// (``main`` only; -1 until the main scheduler is first driven).
     @exclusivity(unchecked) var mainQueueFD: Int32 = -1
+    /// Monitor (`Monitor/`) — advanced by one at every switch into a coroutine, every return to
+    /// the loop, the start and end of every loop job and every exit from the poller. Only this
+    /// thread writes it, with a plain load and store (never an atomic read-modify-write); the
+    /// stall monitor samples it.
+    let switchCount = Atomic<UInt>(0)
+    /// Monitor (`Monitor/`) — the coroutine switched to last (unretained), `jobMarker` while the
+    /// loop runs a job, nil while it does its own work. Plain stores by this thread;
+    /// dereferenced by the stall monitor only under `registryLock` (see ``StallMonitor``).
+    let runningCoroutine = Atomic<UnsafeMutableRawPointer?>(nil)
 
     // MARK: Any thread
 
