@@ -39,20 +39,26 @@ struct Benchmark {
 func measure(_ benchmark: Benchmark, workload index: Int) throws -> Summary {
     let w = index == 0 ? benchmark.ours : benchmark.peers[index - 1]
     guard benchmark.isolated else { return try measure(w) }
+    let (status, text) = try runSelf(["--workload", benchmark.name, String(index)])
+    let fields = (text.split(separator: "\n").last ?? "").split(separator: " ").compactMap { Double($0) }
+    guard status == 0, fields.count == 4 else {
+        throw BenchError.child("workload \(w.name) exited \(status): \(text)")
+    }
+    return Summary(median: fields[0], min: fields[1], max: fields[2], n: Int(fields[3]))
+}
+
+/// Runs this executable again with `arguments`; returns its exit status and its standard
+/// output, trimmed.
+func runSelf(_ arguments: [String]) throws -> (status: Int32, output: String) {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0])
-    process.arguments = ["--workload", benchmark.name, String(index)]
+    process.arguments = arguments
     let pipe = Pipe()
     process.standardOutput = pipe
     try process.run()
     let data = pipe.fileHandleForReading.readDataToEndOfFile()
     process.waitUntilExit()
-    let text = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-    let fields = (text.split(separator: "\n").last ?? "").split(separator: " ").compactMap { Double($0) }
-    guard process.terminationStatus == 0, fields.count == 4 else {
-        throw BenchError.child("workload \(w.name) exited \(process.terminationStatus): \(text)")
-    }
-    return Summary(median: fields[0], min: fields[1], max: fields[2], n: Int(fields[3]))
+    return (process.terminationStatus, String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
 }
 
 /// The child side of an isolated measurement: prints `median min max n`.
@@ -135,17 +141,9 @@ func residentBytes() -> Int {
 
 /// Runs one `parked` measurement in a fresh child process and returns its figure.
 func parkedInChild(_ kind: String, _ count: Int) throws -> Double {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0])
-    process.arguments = ["--parked-child", kind, String(count)]
-    let pipe = Pipe()
-    process.standardOutput = pipe
-    try process.run()
-    let data = pipe.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    let text = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-    guard process.terminationStatus == 0, let value = Double(text.split(separator: "\n").last ?? "") else {
-        throw BenchError.child("parked child (\(kind), \(count)) exited \(process.terminationStatus): \(text)")
+    let (status, text) = try runSelf(["--parked-child", kind, String(count)])
+    guard status == 0, let value = Double(text.split(separator: "\n").last ?? "") else {
+        throw BenchError.child("parked child (\(kind), \(count)) exited \(status): \(text)")
     }
     return value
 }
