@@ -42,31 +42,49 @@ final class StackAllocator: Sendable {
 
     /// Idle stacks of one size, reused last-in first-out; the oldest `trimmedPrefix` entries
     /// have had their memory given back to the kernel (`trim`).
+    ///
+    /// Aging (a low-water mark, as allocators' scavengers age free memory): `lowWater` is the
+    /// fewest entries the pool held since the last trim pass. Last-in first-out, the entries
+    /// below it were not taken since that pass: only they may be trimmed by the next one. A
+    /// stack given back a moment ago is never trimmed, even when the process has just many of
+    /// them: a scheduler parked 50 ms while its peers were busy (`runBlocking` awaiting a pool
+    /// fan-out) trimmed the stacks its peers were reusing, 81,000 per skynet run, each faulted
+    /// in again.
     private struct Pool {
         var stacks: [Ref] = []
         var trimmedPrefix = 0
+        var lowWater = 0
 
         mutating func popLast() -> Ref? {
             guard let r = stacks.popLast() else { return nil }
             trimmedPrefix = min(trimmedPrefix, stacks.count)
+            lowWater = min(lowWater, stacks.count)
             return r
         }
 
-        /// Removes the entries beyond the newest `keep` whose memory may still be resident. They
+        /// Removes the entries idle since the last pass (below `lowWater`) beyond the newest
+        /// `keep` whose memory may still be resident, and starts the next aging interval. They
         /// are out of the pool (nobody can take them) while their memory is released.
         mutating func removeUntrimmed(keeping keep: Int) -> [Ref] {
-            let end = stacks.count - keep
+            let end = min(stacks.count - keep, lowWater)
+            lowWater = stacks.count
             guard end > trimmedPrefix else { return [] }
             let removed = Array(stacks[trimmedPrefix..<end])
             stacks.removeSubrange(trimmedPrefix..<end)
+            lowWater -= removed.count
             return removed
         }
+
+        /// Whether entries beyond the newest `keep` are still resident (a later pass trims them
+        /// once they have aged).
+        func hasUntrimmed(keeping keep: Int) -> Bool { stacks.count - keep > trimmedPrefix }
 
         /// Puts released stacks back, oldest first, among the trimmed ones.
         mutating func insertTrimmed(_ released: [Ref]) {
             let at = min(trimmedPrefix, stacks.count)
             stacks.insert(contentsOf: released, at: at)
             trimmedPrefix = at + released.count
+            lowWater += released.count
         }
     }
 
@@ -119,6 +137,9 @@ final class StackAllocator: Sendable {
             pools.indices.map { pools[$0].removeUntrimmed(keeping: keep) }
         }
 
+        /// Whether any pool has resident entries beyond the newest `keep`.
+        func hasUntrimmed(keeping keep: Int) -> Bool { pools.contains { $0.hasUntrimmed(keeping: keep) } }
+
         /// Puts back what ``removeUntrimmed(keeping:)`` took, now trimmed.
         mutating func insertTrimmed(_ removed: [[Ref]]) {
             for (i, rs) in removed.enumerated() where !rs.isEmpty { pools[i].insertTrimmed(rs) }
@@ -135,6 +156,10 @@ final class StackAllocator: Sendable {
     private let state = Mutex(State())
     /// Stacks given back since the last `trim` (a cheap hint for idle schedulers).
     private let givenSinceTrim = Atomic<Int>(0)
+    /// `givenSinceTrim` as the previous ``trimIfNeeded(interval:)`` pass read it, and when
+    /// (``ccoro_now_ns()``) that pass began.
+    private let givenAtLastPass = Atomic<Int>(0)
+    private let lastPassAt = Atomic<UInt64>(0)
     /// Idle stacks per size whose memory stays resident for quick reuse; older idle stacks are
     /// trimmed (their pages given back) when a scheduler goes idle.
     static let residentIdleLimit = 256
@@ -273,27 +298,48 @@ final class StackAllocator: Sendable {
         givenSinceTrim.add(1, ordering: .relaxed)
     }
 
-    /// Whether enough stacks were given back since the last trim for ``trimIfNeeded()`` to act.
+    /// Whether enough stacks were given back since the last trim for ``trimIfNeeded(interval:)`` to act.
     var needsTrim: Bool { givenSinceTrim.load(ordering: .relaxed) > Self.residentIdleLimit }
 
-    /// Gives the memory of old idle stacks back to the kernel, keeping the newest
-    /// ``residentIdleLimit`` of each size resident. Called by schedulers that have stayed parked
-    /// for a while, so the system calls happen when there is nothing else to do (<doc:Stacks>: a
-    /// finished coroutine's memory is released). Thread-safe.
-    func trimIfNeeded() {
-        guard givenSinceTrim.load(ordering: .relaxed) > Self.residentIdleLimit else { return }
-        givenSinceTrim.store(0, ordering: .relaxed)
+    /// Gives the memory of old idle stacks back to the kernel: those idle since the previous
+    /// pass, beyond the newest ``residentIdleLimit`` of each size (see `Pool`'s aging), and only
+    /// once the process is quiet: a pass during which stacks were given back (other schedulers
+    /// are busy) releases nothing, it only starts the next interval. Called by schedulers that
+    /// have stayed parked for a while, so the system calls happen when there is nothing else to
+    /// do (<doc:Stacks>: a finished coroutine's memory is released); while resident idle stacks
+    /// remain, ``needsTrim`` stays true, so a scheduler still parked comes back for them.
+    /// Thread-safe.
+    func trimIfNeeded(interval: UInt64 = CoroutineScheduler.idleTrimDelay) {
+        let given = givenSinceTrim.load(ordering: .relaxed)
+        guard given > Self.residentIdleLimit else { return }
+        // One pass per interval, whichever parked scheduler makes it: two passes moments apart
+        // would find the process "quiet" between them.
+        let now = ccoro_now_ns()
+        let last = lastPassAt.load(ordering: .relaxed)
+        guard now &- last >= interval,
+              lastPassAt.compareExchange(expected: last, desired: now, ordering: .relaxed).exchanged else { return }
+        // Quiet: nothing was given back since the previous pass (the counter still reads what
+        // that pass saw). Else only the aging interval restarts.
+        let quiet = givenAtLastPass.exchange(given, ordering: .relaxed) == given
         // Taken out of the pools under the lock, released outside it, then put back: a stack is
         // never handed out while its memory is being released.
         let victims: (guarded: [[Ref]], slab: [[Ref]]) = state.locked { s in
-            (s.pools.removeUntrimmed(keeping: Self.residentIdleLimit),
-             s.slabFree.removeUntrimmed(keeping: Self.residentIdleLimit))
+            (s.pools.removeUntrimmed(keeping: quiet ? Self.residentIdleLimit : .max),
+             s.slabFree.removeUntrimmed(keeping: quiet ? Self.residentIdleLimit : .max))
         }
         for r in victims.guarded.joined() { ccoro_stack_release_memory(&r.pointer.pointee.stack) }
         for r in victims.slab.joined() { ccoro_stack_release_memory(&r.pointer.pointee.stack) }
-        state.locked { s in
+        let rest = state.locked { s in
             s.pools.insertTrimmed(victims.guarded)
             s.slabFree.insertTrimmed(victims.slab)
+            return s.pools.hasUntrimmed(keeping: Self.residentIdleLimit)
+                || s.slabFree.hasUntrimmed(keeping: Self.residentIdleLimit)
+        }
+        if !rest {
+            // Everything idle is trimmed: the count starts again (stacks given back meanwhile
+            // are not lost, only counted late: they are trimmed by a later pass).
+            givenSinceTrim.store(0, ordering: .relaxed)
+            givenAtLastPass.store(0, ordering: .relaxed)
         }
     }
 
