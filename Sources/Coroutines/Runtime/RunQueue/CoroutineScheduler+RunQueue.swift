@@ -98,7 +98,7 @@ extension CoroutineScheduler {
     /// as stopped.
     func drainRunQueue() -> [Runnable] {
         var items: [Runnable] = []
-        while let job = jobs.popFirst() { items.append(.job(job)) }
+        while let job = jobs.popFirst() { items.append(.job(job.run)) }
         while let u = popRunnable() { items.append(.coroutine(u.takeUnretainedValue())) }
         return items
     }

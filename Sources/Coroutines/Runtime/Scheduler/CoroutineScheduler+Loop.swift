@@ -49,7 +49,7 @@ extension CoroutineScheduler {
             runDueTimers()
             var pendingJobs = jobs.count
             while pendingJobs > 0, let job = jobs.popFirst() {
-                runLoopJob(job)
+                runLoopJob(job.run)
                 pendingJobs -= 1
             }
             var budget = 128

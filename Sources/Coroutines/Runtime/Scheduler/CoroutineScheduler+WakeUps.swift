@@ -35,7 +35,7 @@ extension CoroutineScheduler {
     func execute(_ job: @escaping @Sendable () -> Void) {
         if isOnOwnThread {
             drainIncoming()   // jobs posted from other threads earlier run first
-            jobs.append(job)
+            jobs.append(LoopJob(run: job))
         } else if !post(.job(job)) {
             SchedulerPool.default(for: .default).next().execute(job)
         }
@@ -85,7 +85,7 @@ extension CoroutineScheduler {
                 u._withUnsafeGuaranteedRef { $0.status = .ready }
                 runQueue.append(u)
             case .job(let node):
-                jobs.append(node.takeRetainedValue().run)
+                jobs.append(LoopJob(run: node.takeRetainedValue().run))
             }
         }
     }

@@ -57,7 +57,7 @@ public final class CoroutineScheduler: @unchecked Sendable {
     @exclusivity(unchecked) var reapedSinceHeapTidy = 0
     /// Loop (`Scheduler/+Loop`) — jobs to run on the loop's own stack (observers, timer
     /// bookkeeping), FIFO.
-    @exclusivity(unchecked) var jobs = RingBuffer<() -> Void>(capacity: 16)
+    @exclusivity(unchecked) var jobs = Ring<LoopJob>(capacity: 16)
     /// Timers (`Timers/`) — the armed timers, earliest deadline first.
     @exclusivity(unchecked) var timers = TimerHeap()
     /// I/O (`IO/+DescriptorWait`) — one-shot waits for arbitrary descriptors, by descriptor.
@@ -189,6 +189,7 @@ public final class CoroutineScheduler: @unchecked Sendable {
     deinit {
         runQueue.deallocate()
         pendingLaunches.deallocate()
+        jobs.deallocate()
         loopRecord.deallocate()
     }
 

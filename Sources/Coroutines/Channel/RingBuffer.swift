@@ -1,7 +1,9 @@
 import Synchronization
-/// A growable FIFO ring buffer, used for scheduler job queues and channel buffers.
+/// A growable FIFO ring buffer with value semantics (copy-on-write), for channel buffers: a
+/// ``ChannelStateMachine`` is a value that is copied, which a ``Ring`` (manually managed, not
+/// copyable) cannot be. A scheduler's own queues are ``Ring``s.
 ///
-/// Not thread-safe: each instance is confined to one scheduler thread or guarded by a lock.
+/// Not thread-safe: each instance is guarded by its channel's lock.
 /// - Complexity: amortised O(1) `append` and `popFirst`.
 @usableFromInline
 struct RingBuffer<Element> {
