@@ -446,11 +446,10 @@ struct LazyLaunchTests {
 
     // MARK: The pending-launch ring
 
-    /// Found in review 12b (pending launches keep their bodies in a ring of their own,
-    /// `PendingLaunchQueue`).
+    /// Pending launches keep their bodies in a ring of their own (`PendingLaunchQueue`).
     @Test("PendingLaunchQueue: growth across a wrapped head keeps FIFO; deallocate() with launches queued releases every body and parent reference once and never touches the observers")
     func ringGrowthAndDeallocate() async throws {
-        try await Kit.withScheduler("r12b-ring") { s in
+        try await Kit.withScheduler("pending-launch-ring") { s in
             let released = Kit.Counter()
             final class Parent: @unchecked Sendable { weak var c: Coroutine? }
             let weakParent = Parent()

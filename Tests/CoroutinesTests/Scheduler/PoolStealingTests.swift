@@ -40,7 +40,7 @@ struct PoolStealingTests {
         for c in handles { #expect(pool.schedulers.contains { $0 === c.scheduler }) }
     }
 
-    @Test("with every peer busy, children launched without on: start on their parent's scheduler, in launch order")
+    @Test("with every peer busy, children launched without on: start on their parent's scheduler, the 16 newest first (newest first), then the rest in launch order")
     func busyPeersKeepChildrenLocal() async throws {
         let pool = try #require(SchedulerPool(name: "busy-peers", count: 2))
         defer { pool.stop() }
@@ -59,8 +59,9 @@ struct PoolStealingTests {
             for c in children { try c.await() }
             return (order.all, places.all)
         }.value
-        #expect(order == Array(0..<100))
-        #expect(places.allSatisfy { $0 })
+        // <doc:PoolsAndStealing>, Order: the stack of the 16 newest launches, then the ring.
+        #expect(order == Array((84..<100).reversed()) + Array(0..<84))
+        #expect(places.count == 100 && places.allSatisfy { $0 })
     }
 
     @Test("an idle scheduler takes unstarted launches of a blocked peer: 1,000 launches queued behind a blocked coroutine start while it is still blocked")

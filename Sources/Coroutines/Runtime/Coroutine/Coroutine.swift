@@ -157,8 +157,9 @@ public final class Coroutine: @unchecked Sendable, Hashable, CustomStringConvert
     /// Starts a coroutine that runs `body` on `scheduler`.
     ///
     /// The body never runs inline: it is queued and starts after the caller returns to its
-    /// scheduler (or, from a plain thread, asynchronously). On one scheduler, coroutines start in
-    /// launch order. A coroutine launched from inside another is its child: cancelling the parent
+    /// scheduler (or, from a plain thread, asynchronously). Launched onto one scheduler,
+    /// coroutines start in launch order (pool launches follow the pool's order, newest first among
+    /// a scheduler's 16 newest: <doc:PoolsAndStealing>). A coroutine launched from inside another is its child: cancelling the parent
     /// cancels it. An error the body throws is kept in ``error``; if no coroutine is joining when
     /// the body ends, it is also passed to ``unobservedErrorHandler`` (except `CancellationError`).
     ///

@@ -29,6 +29,7 @@ extension CoroutineScheduler {
         if let queued = runQueue.popFirst() {
             return queued.isLaunchMarker ? materializeLaunch() : queued
         }
+        if let c = launches.popNewest() { return startPoolLaunch(PoolLaunch(coroutine: c)) }
         if let l = launches.pop() { return startPoolLaunch(l) }
         return nil
     }
@@ -44,8 +45,14 @@ extension CoroutineScheduler {
             return nil
         }
         guard runQueue.isEmpty else { return popQueuedRunnable(if: canRun) }
-        guard let l = launches.pop() else { return nil }
-        let entry = startPoolLaunch(l)
+        let entry: Unmanaged<Coroutine>
+        if let c = launches.popNewest() {
+            entry = startPoolLaunch(PoolLaunch(coroutine: c))
+        } else if let l = launches.pop() {
+            entry = startPoolLaunch(l)
+        } else {
+            return nil
+        }
         if entry._withUnsafeGuaranteedRef(canRun) { return entry }
         runQueue.append(entry)
         return nil
@@ -85,6 +92,23 @@ extension CoroutineScheduler {
         return entry
     }
 
+    /// Creates the coroutine of a pool launch made on this scheduler's thread (which has none
+    /// yet) as an unstarted pool launch queued here: a peer may still take it. The launch's
+    /// parent reference becomes the coroutine's link to its parent. Returns it (+1).
+    func createPoolLaunchCoroutine(_ launch: inout PoolLaunch, pool: SchedulerPool) -> Unmanaged<Coroutine> {
+        // Unwrapped without a generic helper (see startPoolLaunch).
+        let body = launch.body!
+        launch.body = nil
+        let entry = Unmanaged.passRetained(Coroutine(scheduler: self, pool: pool, name: nil, stackSize: nil,
+                                                     reportsUnobservedErrors: false,
+                                                     unstartedObserver: launch.observer, body: body))
+        if let parent = launch.parent {
+            launch.parent = nil
+            entry._withUnsafeGuaranteedRef { $0.link(parentReference: parent) }
+        }
+        return entry
+    }
+
     /// When the run queue, the jobs and the local launches are empty: takes pool launches from
     /// the pool's shared queue or, failing that, about half of a peer's (Go's `globrunqget`,
     /// then `stealWork`), and queues the first to run. Returns whether it found any.
@@ -109,6 +133,13 @@ extension CoroutineScheduler {
             let victim = pool.schedulers[(start + i) % n]
             if victim === self { continue }
             if let l = queue.steal(from: victim.launchQueue.unsafelyUnwrapped) { return l }
+        }
+        // Every ring is empty: one launch from a peer's last-in first-out stack (Go steals
+        // `runnext` last, too).
+        for i in 0..<n {
+            let victim = pool.schedulers[(start + i) % n]
+            if victim === self { continue }
+            if let c = queue.stealNewest(from: victim.launchQueue.unsafelyUnwrapped) { return PoolLaunch(coroutine: c) }
         }
         return nil
     }

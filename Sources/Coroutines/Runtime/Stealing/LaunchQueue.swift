@@ -7,6 +7,18 @@ import Synchronization
 /// `runqsteal`), holding ``PoolLaunch``es instead of goroutines; it is described in
 /// <doc:PoolsAndStealing>.
 ///
+/// In front of the ring sits a small last-in first-out stack of launches made on the owner's
+/// thread (``lifoCapacity`` slots; Go's `runnext`, Tokio's LIFO slot and kotlinx.coroutines'
+/// `lastScheduledTask` are the one-slot versions of it). The owner starts its newest launch
+/// first, so a fan-out runs depth first: a parent's children finish before the parent is woken,
+/// in the order that makes its first `await` the last to return, and only a few coroutines of
+/// the tree are alive at once. A full stack moves its oldest entry to the ring, where peers steal
+/// it: the oldest launches are the largest subtrees. Each slot holds one created, unstarted
+/// coroutine (+1) and is taken by an atomic exchange, by the owner or by a thief, so a peer can
+/// still take launches from a scheduler that is blocked. Measured with skynet on a one-scheduler
+/// pool: with the ring alone (first in, first out), every parent was woken once per child, nine
+/// suspensions more per parent than on a plain scheduler.
+///
 /// ## Invariants
 /// - `head` and `tail` count pushes and takes since creation (wrapping `UInt32`); the entries
 ///   are the slots `head..<tail`, modulo ``capacity``, and `0 ≤ tail − head ≤ capacity`.
@@ -20,9 +32,16 @@ import Synchronization
 ///   the owner loads `head` (acquire) before it reuses a slot: a slot is never read while being
 ///   overwritten by a reader whose swap then succeeds.
 ///
+/// - A LIFO slot holds 0 or one coroutine's address with its reference; only the owner stores
+///   into a slot, and only into one that holds 0 (slots outside its window `lifoTop − lifoCount
+///   ..< lifoTop` were emptied by the exchange that took their entry); whoever's exchange
+///   returns the address owns the reference. `lifoCount` counts the window's slots, some of
+///   which thieves may have emptied: the owner skips those.
+///
 /// ## Who calls what
 /// - The owner's thread: ``push(_:overflow:)``, ``pop()``, ``steal(from:)`` (into its own queue,
-///   only when it is empty), ``drain()``.
+///   only when it is empty), ``pushNewest(_:overflow:)``, ``popNewest()``, ``drain()``.
+/// - A peer's thread: ``stealNewest(from:)`` (called by the thief's own queue).
 /// - Any thread: ``count`` (a snapshot).
 final class LaunchQueue: @unchecked Sendable {
     /// Slots per queue (as Go's `runq`): a full queue moves half of itself to the pool's shared
@@ -53,12 +72,25 @@ final class LaunchQueue: @unchecked Sendable {
     private let tail = Atomic<UInt32>(0)
     private let slots: UnsafeMutablePointer<Slot>
 
+    /// Slots of the last-in first-out stack in front of the ring.
+    static let lifoCapacity = 16
+    /// Each 0 or the address of an unstarted coroutine (+1).
+    private let lifo: UnsafeMutablePointer<Atomic<UInt>>
+    /// Owner only: where the next entry goes (modulo ``lifoCapacity``), and how many slots below
+    /// it belong to the stack.
+    private var lifoTop = 0
+    private var lifoCount = 0
+    /// `lifoCount` for other threads (a hint: some of those slots may have been emptied).
+    private let lifoHint = Atomic<Int>(0)
+
     init() {
         precondition(MemoryLayout<PoolLaunch>.size == MemoryLayout<Words>.size
                         && PoolLaunch.wordCount == 6,
                      "internal inconsistency: a PoolLaunch does not fill a LaunchQueue slot")
         slots = .allocate(capacity: Int(Self.capacity))
         for i in 0..<Int(Self.capacity) { (slots + i).initialize(to: Slot()) }
+        lifo = .allocate(capacity: Self.lifoCapacity)
+        for i in 0..<Self.lifoCapacity { (lifo + i).initialize(to: Atomic(0)) }
     }
 
     deinit {
@@ -66,6 +98,8 @@ final class LaunchQueue: @unchecked Sendable {
         // never close, and never deinitialise).
         slots.deinitialize(count: Int(Self.capacity))
         slots.deallocate()
+        lifo.deinitialize(count: Self.lifoCapacity)
+        lifo.deallocate()
     }
 
     /// How many launches it holds: a snapshot, exact only on the owner's thread between its own
@@ -75,7 +109,7 @@ final class LaunchQueue: @unchecked Sendable {
             let h = head.load(ordering: .acquiring)
             let t = tail.load(ordering: .acquiring)
             // `head` may pass a `tail` loaded before it: then load both again.
-            if t &- h <= Self.capacity { return Int(t &- h) }
+            if t &- h <= Self.capacity { return Int(t &- h) + lifoHint.load(ordering: .sequentiallyConsistent) }
         }
     }
 
@@ -167,11 +201,66 @@ final class LaunchQueue: @unchecked Sendable {
         }
     }
 
-    /// Takes every launch off, oldest first. Owner only.
+    /// Takes every launch off: the ring's oldest first, then the stack's newest first. Owner only.
     func drain() -> [PoolLaunch] {
         var all: [PoolLaunch] = []
         while let l = pop() { all.append(l) }
+        while let c = popNewest() { all.append(PoolLaunch(coroutine: c)) }
         return all
+    }
+
+    // MARK: The last-in first-out stack
+
+    /// Pushes `entry` (an unstarted coroutine, +1, which the stack now owns) onto the stack. If
+    /// the stack was full, its oldest entry moves to the ring (``push(_:overflow:)``). Owner only.
+    /// - Complexity: O(1).
+    @inline(__always)
+    func pushNewest(_ entry: Unmanaged<Coroutine>, overflow: (UnsafeBufferPointer<Words>) -> Void) {
+        let k = Self.lifoCapacity
+        var evicted: UInt = 0
+        if lifoCount == k {
+            // The oldest entry's slot is the one the new entry goes to.
+            evicted = lifo[lifoTop % k].exchange(0, ordering: .acquiring)
+            lifoCount -= 1
+        }
+        lifo[lifoTop % k].store(UInt(bitPattern: entry.toOpaque()), ordering: .releasing)
+        lifoTop &+= 1
+        lifoCount += 1
+        lifoHint.store(lifoCount, ordering: .relaxed)
+        if evicted != 0 {
+            let c = Unmanaged<Coroutine>.fromOpaque(UnsafeRawPointer(bitPattern: evicted).unsafelyUnwrapped)
+            push(PoolLaunch(coroutine: c), overflow: overflow)
+        }
+    }
+
+    /// Takes the newest entry off the stack (+1, the caller's), skipping slots a thief emptied.
+    /// Owner only.
+    /// - Complexity: O(1) amortised.
+    @inline(__always)
+    func popNewest() -> Unmanaged<Coroutine>? {
+        while lifoCount > 0 {
+            lifoTop &-= 1
+            lifoCount -= 1
+            let bits = lifo[lifoTop % Self.lifoCapacity].exchange(0, ordering: .acquiring)
+            if bits != 0 {
+                lifoHint.store(lifoCount, ordering: .relaxed)
+                return Unmanaged.fromOpaque(UnsafeRawPointer(bitPattern: bits).unsafelyUnwrapped)
+            }
+        }
+        lifoHint.store(0, ordering: .relaxed)
+        return nil
+    }
+
+    /// Takes one entry of `victim`'s stack (+1, the caller's), if it has any. Any thread but the
+    /// victim's owner (a thief whose own queue is empty).
+    /// - Complexity: O(``lifoCapacity``).
+    func stealNewest(from victim: LaunchQueue) -> Unmanaged<Coroutine>? {
+        guard victim.lifoHint.load(ordering: .relaxed) > 0 else { return nil }
+        for i in 0..<Self.lifoCapacity where victim.lifo[i].load(ordering: .relaxed) != 0 {
+            let bits = victim.lifo[i].exchange(0, ordering: .acquiringAndReleasing)
+            if bits != 0 { return Unmanaged.fromOpaque(UnsafeRawPointer(bitPattern: bits).unsafelyUnwrapped) }
+        }
+        return nil
     }
 
     /// The words of `launch`, which they now own.

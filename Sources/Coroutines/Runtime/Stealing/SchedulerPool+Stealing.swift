@@ -18,14 +18,16 @@ import Synchronization
 ///   finds work wakes the next: Go's `resetspinning`).
 extension SchedulerPool {
     /// Queues a pool launch: on the calling thread's scheduler if it belongs to this pool (no
-    /// lock), else in the shared queue; then wakes an idle scheduler if nobody is looking for
-    /// work. A launch onto a stopped pool finishes with `CoroutineError.schedulerStopped`.
-    /// Any thread.
-    /// - Complexity: O(1) amortised (O(``LaunchQueue/capacity``) when the local queue is full,
-    ///   once per half of it).
+    /// lock: on top of its ``LaunchQueue``'s last-in first-out stack, the coroutine created now
+    /// if the launch has none), else in the shared queue; then wakes an idle scheduler if nobody
+    /// is looking for work. A launch onto a stopped pool finishes with
+    /// `CoroutineError.schedulerStopped`. Any thread.
+    /// - Complexity: O(1) amortised (O(``LaunchQueue/capacity``) when the ring is full, once per
+    ///   half of it).
     func submit(_ launch: consuming PoolLaunch) {
-        if let queue = localQueue() {
-            queue.push(launch, overflow: { inject($0) })
+        if let s = localScheduler() {
+            let entry = launch.coroutine ?? s._withUnsafeGuaranteedRef { $0.createPoolLaunchCoroutine(&launch, pool: self) }
+            s._withUnsafeGuaranteedRef { $0.launchQueue.unsafelyUnwrapped.pushNewest(entry, overflow: { inject($0) }) }
         } else {
             let words = LaunchQueue.words(moving: launch)
             withUnsafePointer(to: words) { inject(UnsafeBufferPointer(start: $0, count: 1)) }
@@ -33,16 +35,16 @@ extension SchedulerPool {
         wakeIdleSchedulerIfNeeded()
     }
 
-    /// The launch queue of the scheduler this thread drives, if it belongs to this pool and is
-    /// not stopping.
+    /// The scheduler this thread drives, if it belongs to this pool and is not stopping.
     @inline(__always)
-    private func localQueue() -> LaunchQueue? {
+    private func localScheduler() -> Unmanaged<CoroutineScheduler>? {
         guard let p = ccoro_tls_scheduler() else { return nil }
-        return Unmanaged<CoroutineScheduler>.fromOpaque(p)._withUnsafeGuaranteedRef { s in
-            guard s.poolReference?.toOpaque() == Unmanaged.passUnretained(self).toOpaque(),
-                  !s.stopRequested.load(ordering: .relaxed) else { return nil }
-            return s.launchQueue
+        let s = Unmanaged<CoroutineScheduler>.fromOpaque(p)
+        let local = s._withUnsafeGuaranteedRef { s in
+            s.poolReference?.toOpaque() == Unmanaged.passUnretained(self).toOpaque()
+                && !s.stopRequested.load(ordering: .relaxed)
         }
+        return local ? s : nil
     }
 
     /// Queues a pool launch of `Coroutine.async` whose coroutine is created when it starts, as a
