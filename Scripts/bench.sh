@@ -2,7 +2,8 @@
 # Runs coroutines-bench in release: pinned to one core (the headline figures: a scheduler is one
 # thread, and Swift's cooperative pool then has one thread too), then unpinned; the pool
 # benchmarks (skynet-pool, skew, idle, idle-launches) only unpinned, since they measure how work
-# spreads over the CPUs. Each benchmark
+# spreads over the CPUs, and timer-precision only unpinned (how late a timer fires; pinned, the
+# peer's timer thread would share the core). Each benchmark
 # runs in its own process: in one process, earlier benchmarks leave heap and stack-pool state that
 # changes later figures.
 #   Scripts/bench.sh                 every benchmark
@@ -11,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 swift build -c release --product coroutines-bench
 export COROUTINES_QUIET=1
-pool_names=(skynet-pool skew idle idle-launches)
+pool_names=(timer-precision skynet-pool skew idle idle-launches)
 names=()
 pools=()
 if [ $# -eq 0 ]; then
@@ -32,6 +33,6 @@ if [ ${#names[@]} -gt 0 ]; then
 fi
 if [ ${#pools[@]} -gt 0 ]; then
   echo
-  echo "## pools (unpinned; each workload in a child process of its own)"
+  echo "## unpinned only (the pool benchmarks: each workload in a child process of its own)"
   for n in "${pools[@]}"; do .build/release/coroutines-bench "$n"; done
 fi

@@ -12,6 +12,16 @@
 #if defined(__linux__)
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <time.h>
+
+long ccoro_set_timer_slack(long ns) {
+  int previous = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
+  if (previous < 0) return -1;
+  prctl(PR_SET_TIMERSLACK, (unsigned long)ns, 0, 0, 0);
+  return previous;
+}
 
 int ccoro_poll_create(int *wake_read, int *wake_write) {
   int pfd = epoll_create1(EPOLL_CLOEXEC);
@@ -61,9 +71,34 @@ int ccoro_poll_watch(int pfd, int fd) {
   return epoll_ctl(pfd, EPOLL_CTL_ADD, fd, &ev) == 0 ? 0 : errno;
 }
 
-// epoll_wait with a nanosecond timeout (rounded up to whole milliseconds; negative waits forever).
+#ifndef SYS_epoll_pwait2
+#if defined(__x86_64__) || defined(__aarch64__)
+#define SYS_epoll_pwait2 441
+#endif
+#endif
+
+// Whether epoll_pwait2 (Linux 5.11) works here: 0 not known yet, 1 yes, -1 no (ENOSYS: an older
+// kernel, or a seccomp filter that refuses it).
+static int pwait2_state = 0;
+
+// Waits for events with a nanosecond timeout (negative: forever). epoll_wait takes whole
+// milliseconds (rounded up here, so a 200 µs timer would wait 1 ms); epoll_pwait2 takes a
+// timespec, and is used for any timeout that is not a whole number of milliseconds. Where the
+// kernel lacks it, the timeout is rounded up to milliseconds as before.
 static int wait_events(int pfd, struct epoll_event *evs, int max, long long timeout_ns) {
   if (max > 64) max = 64;
+#ifdef SYS_epoll_pwait2
+  if (timeout_ns >= 0 && timeout_ns % 1000000 != 0 && __atomic_load_n(&pwait2_state, __ATOMIC_RELAXED) >= 0) {
+    struct timespec ts = { .tv_sec = (time_t)(timeout_ns / 1000000000LL), .tv_nsec = (long)(timeout_ns % 1000000000LL) };
+    long n = syscall(SYS_epoll_pwait2, pfd, evs, max, &ts, NULL, (size_t)0);
+    if (n >= 0) {
+      __atomic_store_n(&pwait2_state, 1, __ATOMIC_RELAXED);
+      return (int)n;
+    }
+    if (errno != ENOSYS) return 0;   // EINTR: the loop polls again
+    __atomic_store_n(&pwait2_state, -1, __ATOMIC_RELAXED);
+  }
+#endif
   int timeout_ms = -1;
   if (timeout_ns >= 0) {
     long long ms = timeout_ns / 1000000 + (timeout_ns % 1000000 != 0);
@@ -102,6 +137,8 @@ int ccoro_poll_wait(int pfd, ccoro_poll_event *out, int max, long long timeout_n
 }
 
 #elif defined(__APPLE__)
+long ccoro_set_timer_slack(long ns) { (void)ns; return -1; }
+
 #include <sys/event.h>
 #include <sys/time.h>
 

@@ -193,6 +193,10 @@ int ccoro_poll_register(int pfd, int fd, uint64_t data);
 /// each with the datum its descriptor was registered with (see `ccoro_poll_event`). Returns
 /// their number.
 int ccoro_poll_wait(int pfd, ccoro_poll_event *out, int max, long long timeout_ns);
+/// Sets the calling thread's timer slack (how late the kernel may end its timed waits, to batch
+/// wake-ups; 50 µs by default on Linux) to `ns` nanoseconds and returns the previous value, or
+/// -1 where there is no such setting (then it does nothing).
+long ccoro_set_timer_slack(long ns);
 /// The calling thread's stack: lowest address and size (looked up once per thread).
 void ccoro_thread_stack_bounds(void **base, size_t *size);
 /// Has glibc merge the small blocks it parked in its fast bins (no-op with other C libraries).

@@ -39,6 +39,11 @@ extension CoroutineScheduler {
             ccoro_tls_set_scheduler(previous)
         }
         ccoro_signal_prepare_thread()
+        // Timers end within microseconds of their deadline while this thread drives a scheduler
+        // (the kernel's default slack lets a timed wait end up to 50 µs late); the thread's own
+        // setting comes back when the drive ends.
+        let previousSlack = ccoro_set_timer_slack(Self.timerSlackNanoseconds)
+        defer { if previousSlack >= 0 { _ = ccoro_set_timer_slack(previousSlack) } }
         prepareLoopRecord()
         if kind == .main && mainQueueFD < 0 {
             mainQueueFD = ccoro_dispatch_main_queue_fd()
@@ -164,6 +169,9 @@ extension CoroutineScheduler {
 
     /// How long a scheduler stays parked before it gives idle stacks' memory back.
     static let idleTrimDelay: UInt64 = 50_000_000
+
+    /// The timer slack of a thread while it drives a scheduler (`ccoro_set_timer_slack`).
+    static let timerSlackNanoseconds = 1_000
 
     /// How long an idle scheduler spins before it parks in the poller.
     static let idleSpinNanoseconds: UInt64 = 20_000
