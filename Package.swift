@@ -1,4 +1,6 @@
 // swift-tools-version:6.0
+// swift-coroutines — stackful coroutines for Swift. Licensed under the Apache License 2.0
+// (see LICENSE).
 import PackageDescription
 
 let swiftSettings: [SwiftSetting] = [
