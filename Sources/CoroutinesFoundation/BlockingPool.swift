@@ -2,7 +2,7 @@ import CCoroutines
 import Foundation
 
 /// A pool of plain threads for blocking work, so that coroutines can wait for it without
-/// blocking their schedulers (see ``Coroutines/Coroutine/offload(to:_:)``).
+/// blocking their schedulers (see ``Coroutine/offload(to:_:)``).
 ///
 /// ```swift
 /// let pool = BlockingPool(threadCount: 8)
@@ -36,7 +36,7 @@ import Foundation
 /// All methods are thread-safe. Pool threads are never scheduler threads: code on them sees
 /// `Coroutine.current == nil` and `CoroutineScheduler.current == nil`.
 public final class BlockingPool: Sendable {
-    /// The pool ``Coroutines/Coroutine/offload(to:_:)`` uses by default: 64 kept threads, at most
+    /// The pool ``Coroutine/offload(to:_:)`` uses by default: 64 kept threads, at most
     /// 1,024 in all.
     public static let shared = BlockingPool()
 

@@ -15,7 +15,7 @@ extension Data {
     /// - Throws: The Foundation error of `Data(contentsOf:)` (`CocoaError.fileReadNoSuchFile` for a
     ///   missing file, …); `CancellationError`; `CoroutineError.notInCoroutine` on a scheduler
     ///   thread outside a coroutine.
-    /// - Suspends: yes, inside a coroutine (via ``Coroutines/Coroutine/offload(to:_:)``); resumes on
+    /// - Suspends: yes, inside a coroutine (via ``Coroutine/offload(to:_:)``); resumes on
     ///   the coroutine's scheduler. On a plain thread it reads inline.
     /// - Complexity: O(file size).
     /// - Threading: callable from any coroutine; see `offload` for cancellation.

@@ -16,7 +16,7 @@ extension FileManager {
 }
 
 /// The operations of a `FileManager`, each run on the blocking pool while the calling coroutine
-/// is suspended (see ``Coroutines/Coroutine/offload(to:_:)``).
+/// is suspended (see ``Coroutine/offload(to:_:)``).
 ///
 /// Every method has the name and parameters of its `FileManager` counterpart and throws the same
 /// Foundation errors (`CocoaError.fileNoSuchFile`, `.fileWriteFileExists`, …). Each also throws

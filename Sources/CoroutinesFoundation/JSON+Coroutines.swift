@@ -15,7 +15,7 @@ extension JSONEncoder {
     /// - Returns: The JSON bytes.
     /// - Throws: `EncodingError`; `CancellationError`; `CoroutineError.notInCoroutine` on a
     ///   scheduler thread outside a coroutine.
-    /// - Suspends: yes, inside a coroutine (via ``Coroutines/Coroutine/offload(to:_:)``); resumes on
+    /// - Suspends: yes, inside a coroutine (via ``Coroutine/offload(to:_:)``); resumes on
     ///   the coroutine's scheduler. On a plain thread it encodes inline.
     /// - Complexity: O(size of the encoding).
     public func encodeSuspending<Value: Encodable & Sendable>(_ value: Value) throws -> Data {

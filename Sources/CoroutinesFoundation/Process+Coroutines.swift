@@ -5,7 +5,7 @@ import Glibc
 import Darwin
 #endif
 
-/// What a process run by ``Foundation/Process/runUntilExit()`` left behind.
+/// What a process run by `Process.runUntilExit()` left behind.
 public struct ProcessOutput: Sendable, Equatable {
     /// The exit status, or the number of the signal that ended the process (see
     /// ``terminationReason``).

@@ -15,7 +15,7 @@ extension String {
     /// - Throws: The Foundation error of `String(contentsOf:encoding:)` (a missing file, bytes
     ///   that are not valid in `encoding`); `CancellationError`; `CoroutineError.notInCoroutine`
     ///   on a scheduler thread outside a coroutine.
-    /// - Suspends: yes, inside a coroutine (via ``Coroutines/Coroutine/offload(to:_:)``); resumes on
+    /// - Suspends: yes, inside a coroutine (via ``Coroutine/offload(to:_:)``); resumes on
     ///   the coroutine's scheduler. On a plain thread it reads inline.
     /// - Complexity: O(file size).
     public static func read(contentsOf url: URL, encoding: String.Encoding = .utf8) throws -> String {

@@ -14,7 +14,7 @@ extension Coroutine {
     /// ```
     ///
     /// - Parameters:
-    ///   - scheduler: Where the producer runs (as for ``launch(on:name:stackSize:_:)``).
+    ///   - scheduler: Where the producer runs (as for ``launch(on:name:stackSize:_:)-(CoroutineScheduler?,_,_,_)``).
     ///   - capacity: The channel's capacity.
     ///   - body: The producer; it sends into the channel it is given.
     /// - Returns: The channel the producer feeds.

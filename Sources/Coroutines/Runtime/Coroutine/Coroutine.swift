@@ -205,7 +205,9 @@ public final class Coroutine: @unchecked Sendable, Hashable, CustomStringConvert
     ///
     /// - Parameters:
     ///   - pool: The pool whose schedulers may run it.
-    ///   - name, stackSize, body: as for ``launch(on:name:stackSize:_:)-(CoroutineScheduler?,_,_,_)``.
+    ///   - name: As for ``launch(on:name:stackSize:_:)-(CoroutineScheduler?,_,_,_)``.
+    ///   - stackSize: As for ``launch(on:name:stackSize:_:)-(CoroutineScheduler?,_,_,_)``.
+    ///   - body: As for ``launch(on:name:stackSize:_:)-(CoroutineScheduler?,_,_,_)``.
     /// - Returns: The coroutine's handle; its ``scheduler`` is fixed once it starts. On a stopped
     ///   pool it finishes with `CoroutineError.schedulerStopped`.
     /// - Suspends: no. Thread-safe.
