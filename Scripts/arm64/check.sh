@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Executes the arm64 context switch under qemu-aarch64 (user mode) and checks that it keeps what
+# AAPCS64 requires (Scripts/arm64/switch_check.c). Run as root, it installs Debian's qemu-user,
+# gcc-aarch64-linux-gnu's C library (libc6-dev-arm64-cross) when missing; clang comes with the
+# Swift toolchain.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+need=()
+command -v qemu-aarch64 >/dev/null || need+=(qemu-user)
+[ -e /usr/aarch64-linux-gnu/lib/crt1.o ] || need+=(libc6-dev-arm64-cross libgcc-12-dev-arm64-cross)
+if [ ${#need[@]} -gt 0 ]; then
+  [ "$(id -u)" = 0 ] || { echo "arm64 check: needs ${need[*]} (apt-get install)"; exit 1; }
+  apt-get install -y "${need[@]}" >/dev/null 2>&1 || { apt-get update >/dev/null && apt-get install -y "${need[@]}" >/dev/null; }
+fi
+out=/tmp/coroutines-arm64
+mkdir -p "$out"
+gcc_dir=$(dirname "$(ls /usr/lib/gcc-cross/aarch64-linux-gnu/*/libgcc.a | head -1)")
+clang -target aarch64-linux-gnu -O2 -fuse-ld=lld --sysroot=/usr/aarch64-linux-gnu -B "$gcc_dir" -L "$gcc_dir" \
+  -isystem /usr/aarch64-linux-gnu/include \
+  Scripts/arm64/switch_check.c Sources/CCoroutines/context_arm64.S -o "$out/switch_check" -static
+qemu-aarch64 "$out/switch_check"
