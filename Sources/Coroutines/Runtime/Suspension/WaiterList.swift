@@ -1,11 +1,18 @@
 /// A FIFO list of waiters that stores the first one inline, so the common case — one waiter —
 /// allocates nothing.
 ///
+/// The others are in `rest` from `restHead` on: taking the first moves `restHead` instead of
+/// shifting the array (which made draining n waiters — an unlock or release per waiter — cost
+/// O(n²) under the primitive's lock), and the taken prefix is dropped once it is over half of
+/// the array, so the memory stays proportional to the waiters.
+///
 /// Not thread-safe: lives inside a lock-protected state.
 @usableFromInline
 struct WaiterList<Element> {
     @usableFromInline var first: Element?
     @usableFromInline var rest: [Element] = []
+    /// The index in `rest` of the second waiter; `rest[..<restHead]` were taken already.
+    @usableFromInline var restHead = 0
 
     @inlinable init() {}
 
@@ -16,20 +23,37 @@ struct WaiterList<Element> {
     }
 
     /// Removes the first element matching `predicate` and returns it.
+    /// - Complexity: O(n).
     @inlinable mutating func remove(where predicate: (Element) -> Bool) -> Element? {
         if let f = first, predicate(f) {
-            first = rest.isEmpty ? nil : rest.removeFirst()
+            first = takeFromRest()
             return f
         }
-        if let i = rest.firstIndex(where: predicate) { return rest.remove(at: i) }
+        if let i = rest[restHead...].firstIndex(where: predicate) { return rest.remove(at: i) }
         return nil
     }
 
     /// Removes and returns the first element.
+    /// - Complexity: O(1) amortised.
     @inlinable mutating func popFirst() -> Element? {
         guard let f = first else { return nil }
-        first = rest.isEmpty ? nil : rest.removeFirst()
+        first = takeFromRest()
         return f
+    }
+
+    /// The next of `rest`, taken, or nil.
+    @inlinable mutating func takeFromRest() -> Element? {
+        guard restHead < rest.count else { return nil }
+        let e = rest[restHead]
+        restHead += 1
+        if restHead == rest.count {
+            rest.removeAll(keepingCapacity: true)
+            restHead = 0
+        } else if restHead >= 16 && restHead * 2 >= rest.count {
+            rest.removeFirst(restHead)
+            restHead = 0
+        }
+        return e
     }
 
     /// Removes and returns the first ticket that can still be claimed (``WaitTicket/tryClaim()``),
@@ -42,9 +66,10 @@ struct WaiterList<Element> {
     }
 
     /// Calls `body` on every element in FIFO order.
+    /// - Complexity: O(n).
     @inlinable func forEach(_ body: (Element) -> Void) {
         guard let first else { return }
         body(first)
-        for e in rest { body(e) }
+        for e in rest[restHead...] { body(e) }
     }
 }

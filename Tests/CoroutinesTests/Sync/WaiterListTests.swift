@@ -1,0 +1,35 @@
+import Testing
+@testable import Coroutines
+
+/// The FIFO of waiters behind every coroutine mutex, semaphore, wait group and promise.
+@Suite("WaiterList")
+struct WaiterListTests {
+    @Test("FIFO across the inline first waiter, pops, withdrawals and appends after a drain; the taken prefix does not pile up")
+    func fifoAcrossPopsAndWithdrawals() {
+        var list = WaiterList<Int>()
+        var model: [Int] = []
+        var next = 0
+        func append(_ k: Int) { for _ in 0..<k { list.append(next); model.append(next); next += 1 } }
+        func pop(_ k: Int) {
+            for _ in 0..<k {
+                #expect(list.popFirst() == (model.isEmpty ? nil : model.removeFirst()))
+            }
+        }
+        append(1); pop(1); pop(1)                  // only the inline one, then empty
+        append(5_000); pop(2_600)                 // past half: the taken prefix is dropped
+        #expect(list.rest.count - list.restHead == model.count - 1)
+        #expect(list.rest.count < 5_000, "the taken prefix was kept: \(list.rest.count) slots for \(model.count) waiters")
+        // Withdraw the head, one in the middle and the last.
+        for victim in [model[0], model[model.count / 2], model[model.count - 1]] {
+            #expect(list.remove { $0 == victim } == victim)
+            model.removeAll { $0 == victim }
+        }
+        #expect(list.remove { $0 == -1 } == nil)
+        append(100); pop(model.count)             // drained to empty, then more
+        #expect(list.isEmpty && list.rest.isEmpty)
+        append(3); pop(3)
+        var seen: [Int] = []
+        append(20); list.forEach { seen.append($0) }
+        #expect(seen == model)
+    }
+}
