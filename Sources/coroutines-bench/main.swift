@@ -70,7 +70,7 @@ let coreBenchmarks: [Benchmark] = [
               peers: [Workload(name: "swift: tasks (1M)", unit: "bytes/task", runs: 1) { try parkedInChild("tasks", 1_000_000) }]),
 ]
 
-let benchmarks: [Benchmark] = coreBenchmarks + timerBenchmarks() + poolBenchmarks()
+let benchmarks: [Benchmark] = coreBenchmarks + timerBenchmarks() + syncBenchmarks() + poolBenchmarks()
 
 if CommandLine.arguments.count == 4, CommandLine.arguments[1] == "--parked-child" {
     let count = Int(CommandLine.arguments[3])!
