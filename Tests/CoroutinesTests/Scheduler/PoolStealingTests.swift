@@ -64,6 +64,28 @@ struct PoolStealingTests {
         #expect(places.count == 100 && places.allSatisfy { $0 })
     }
 
+    @Test("a coroutine that yields until its children have run does not starve them: with no free peer, every 61st turn starts one of the launches in its scheduler's stack", arguments: [1, 16, 40])
+    func yieldingParentDoesNotStarveStackedLaunches(children: Int) async throws {
+        // One scheduler: nobody can steal, the scheduler's own turns must start them.
+        let pool = try #require(SchedulerPool(name: "yield-no-starve", count: 1))
+        defer { pool.stop() }
+        let ran = Kit.Counter()
+        let (turns, started) = try await Coroutine.async(on: pool) {
+            for _ in 0..<children { Coroutine.launch { ran.increment() } }
+            // The run queue never empties while this loops: only the launch turn (every 61st)
+            // can start the children. Bounded, so that a starvation fails instead of hanging.
+            var turns = 0
+            while ran.value < children && turns < 100_000 {
+                try Coroutine.yield()
+                turns += 1
+            }
+            return (turns, ran.value)
+        }.value
+        #expect(started == children)
+        // <doc:PoolsAndStealing>, Order: "every 61st turn takes an unstarted launch first".
+        #expect(turns <= Int(CoroutineScheduler.launchTurnInterval) * (children + 1))
+    }
+
     @Test("an idle scheduler takes unstarted launches of a blocked peer: 1,000 launches queued behind a blocked coroutine start while it is still blocked")
     func idlePeerTakesLaunchesOfBlockedScheduler() async throws {
         let pool = try #require(SchedulerPool(name: "blocked-peer", count: 2))
