@@ -111,6 +111,29 @@ struct PoolStealingTests {
         #expect(startedWhileBlocked.value == 1_000)
     }
 
+    @Test("once a peer has taken every launch of a blocked scheduler's stack, the pool has no launches to take and the idle peer parks")
+    func peerParksOnceBlockedSchedulersStackIsEmptied() async throws {
+        let pool = try #require(SchedulerPool(name: "emptied-stack", count: 2))
+        defer { pool.stop() }
+        let owner = pool.schedulers[0], thief = pool.schedulers[1]
+        let ran = Kit.Counter()
+        let allRan = Promise<Void>()
+        let gate = Atomic<Bool>.Gate()
+        defer { gate.open() }
+        Coroutine.launch(on: owner) {
+            // Fewer than 16: only the stack holds them, and the thief takes them one by one.
+            for _ in 0..<3 { Coroutine.launch { if ran.increment() == 3 { allRan.fulfill(()) } } }
+            while !gate.isOpen { ccoro_cpu_relax() }
+        }
+        try await allRan.value
+        // The owner is still blocked: nobody but the thief touched its stack since.
+        #expect(owner.launchQueue?.isEmpty == true)
+        #expect(!pool.hasLaunchesToTake(besides: thief))
+        // Nothing left to take: the thief stops looking and parks (a hang here is a thief
+        // spinning on the stale count of the blocked scheduler's stack).
+        #expect(await Kit.eventually(timeout: .seconds(10)) { thief.parked.load(ordering: .sequentiallyConsistent) })
+    }
+
     @Test("cancelling a parent cancels its pool children that started on another scheduler")
     func cancelReachesStartedStolenChildren() async throws {
         let pool = try #require(SchedulerPool(name: "cancel-started", count: 2))
