@@ -266,6 +266,47 @@ struct PoolStealingTests {
         try await c.join()
     }
 
+    @Test("a launch in a scheduler's stack: its scheduler is that scheduler and dumpAll() lists it there as ready (not started); stolen by a peer, both name the peer")
+    func stackedLaunchPlacementAndDump() async throws {
+        let pool = try #require(SchedulerPool(name: "dump-stacked", count: 2))
+        defer { pool.stop() }
+        let owner = pool.schedulers[0], thief = pool.schedulers[1]
+        let thiefGate = try await Self.block(thief)
+        defer { thiefGate.open() }
+        let ownerGate = Atomic<Bool>.Gate()
+        defer { ownerGate.open() }
+        let launched = Promise<Coroutine>()
+        let ranOn = Promise<CoroutineScheduler>()
+        let lazy = Kit.Box<[Promise<Int>]>([])
+        Coroutine.launch(on: owner) {
+            // A named launch (created now) and two lazy ones: the stack holds all three.
+            let c = Coroutine.launch(name: "stacked-child") {
+                ranOn.fulfill(CoroutineScheduler.current!)
+                try Coroutine.delay(.seconds(60))
+            }
+            lazy.value = (0..<2).map { i in Coroutine.async { i } }
+            launched.fulfill(c)
+            while !ownerGate.isOpen { ccoro_cpu_relax() }
+        }
+        let child = try await launched.value
+        // Both schedulers are blocked: nothing can take the launches.
+        #expect(child.scheduler === owner)
+        let waiting = Coroutine.dumpAll().split(separator: "\n")
+            .filter { $0.contains(" on \(owner.name): ready (not started)") }
+        #expect(waiting.count == 3, "\(Coroutine.dumpAll())")
+        // The owner stays blocked; the freed peer takes the launches from its stack.
+        thiefGate.open()
+        #expect(try await ranOn.value === thief)
+        for p in lazy.value { _ = try await p.value }
+        #expect(child.scheduler === thief)
+        #expect(Coroutine.dumpAll().split(separator: "\n").contains {
+            $0.contains("'stacked-child' on \(thief.name):")
+        })
+        child.cancel()
+        try await child.join()
+        #expect(child.error is CancellationError)
+    }
+
     @Test("pool.stop() cancels what has not started, ends the threads, and later pool launches finish with schedulerStopped")
     func poolStop() async throws {
         let pool = try #require(SchedulerPool(name: "stopped-pool", count: 2))
