@@ -195,6 +195,113 @@ struct PoolStealingTests {
         try await parent.join()
     }
 
+    @Test("cancelling a parent while its children sit in its blocked scheduler's stack: the peer that takes them starts them cancelled, no body runs, promises reject with CancellationError, each body is released once")
+    func cancelledStackedChildrenStolenByPeerNeverRun() async throws {
+        let pool = try #require(SchedulerPool(name: "cancel-stacked", count: 2))
+        defer { pool.stop() }
+        let owner = pool.schedulers[0], thief = pool.schedulers[1]
+        let thiefGate = try await Self.block(thief)
+        let ownerGate = Atomic<Bool>.Gate()
+        defer { ownerGate.open(); thiefGate.open() }
+        let ran = Kit.Counter()
+        let released = Kit.Counter()
+        let handles = Kit.Box<([Coroutine], [Promise<Int>])>(([], []))
+        let launched = Promise<Void>()
+        let parent = Coroutine.launch(on: owner) {
+            // 4 + 4 + 4 launches: fewer than 16, the stack alone holds them.
+            let eager = (0..<4).map { _ in
+                let t = Kit.Tracker(released)
+                return Coroutine.launch { withExtendedLifetime(t) { _ = ran.increment() } }
+            }
+            let lazy = (0..<4).map { i in
+                let t = Kit.Tracker(released)
+                return Coroutine.async { () -> Int in withExtendedLifetime(t) { _ = ran.increment() }; return i }
+            }
+            let named = (0..<4).map { i in
+                let t = Kit.Tracker(released)
+                return Coroutine.async(name: "named-\(i)") { () -> Int in withExtendedLifetime(t) { _ = ran.increment() }; return i }
+            }
+            handles.value = (eager, lazy + named)
+            launched.fulfill(())
+            while !ownerGate.isOpen { ccoro_cpu_relax() }
+        }
+        try await launched.value
+        parent.cancel()
+        // The owner stays blocked: only the peer can take them, from the owner's stack.
+        thiefGate.open()
+        let (eager, promises) = handles.value
+        for c in eager {
+            try await c.join()
+            #expect(c.error is CancellationError)
+            #expect(c.scheduler === thief)
+        }
+        for p in promises {
+            await #expect(throws: CancellationError.self) { try await p.value }
+        }
+        #expect(ran.value == 0)
+        #expect(await Kit.eventually { released.value == 12 })
+        ownerGate.open()
+        try await parent.join()
+        #expect(ran.value == 0)
+    }
+
+    @Test("pool.stop() with launches in the stacks and rings of blocked schedulers: none runs, each finishes with CancellationError, every body, child and parent is released once, later launches finish with schedulerStopped", arguments: [4, 14])
+    func stopWithStackedLaunches(perKind: Int) async throws {
+        let pool = try #require(SchedulerPool(name: "stop-stacked", count: 2))
+        let ran = Kit.Counter()
+        let released = Kit.Counter()
+        let weak = Kit.WeakCoroutines()
+        let handles = Kit.Box<([Coroutine], [Promise<Int>])>(([], []))
+        let launched = Promise<Void>()
+        let thiefGate = try await Self.block(pool.schedulers[1])
+        let ownerGate = Atomic<Bool>.Gate()
+        var parent: Coroutine? = Coroutine.launch(on: pool.schedulers[0]) {
+            // 3 × perKind launches: 12 fit the stack; 42 overflow into the ring.
+            let eager = (0..<perKind).map { _ in
+                let t = Kit.Tracker(released)
+                return Coroutine.launch { withExtendedLifetime(t) { _ = ran.increment() } }
+            }
+            let lazy = (0..<perKind).map { i in
+                let t = Kit.Tracker(released)
+                return Coroutine.async { () -> Int in withExtendedLifetime(t) { _ = ran.increment() }; return i }
+            }
+            let named = (0..<perKind).map { i in
+                let t = Kit.Tracker(released)
+                return Coroutine.async(name: "named-\(i)") { () -> Int in withExtendedLifetime(t) { _ = ran.increment() }; return i }
+            }
+            handles.value = (eager, lazy + named)
+            launched.fulfill(())
+            while !ownerGate.isOpen { ccoro_cpu_relax() }
+        }
+        weak.add(parent!)
+        try await launched.value
+        pool.stop()
+        ownerGate.open()
+        thiefGate.open()
+        do {
+            let (eager, promises) = handles.value
+            handles.value = ([], [])
+            for c in eager {
+                weak.add(c)
+                try await c.join()
+                #expect(c.error is CancellationError)
+            }
+            for p in promises {
+                await #expect(throws: CancellationError.self) { try await p.value }
+            }
+        }
+        #expect(ran.value == 0)
+        try await parent?.join()
+        parent = nil
+        #expect(await Kit.eventually { pool.schedulers.allSatisfy(\.isStopped) })
+        #expect(await Kit.eventually(timeout: .seconds(10)) { released.value == 3 * perKind })
+        #expect(await Kit.eventually(timeout: .seconds(10)) { weak.alive == 0 }, "coroutines still alive: \(weak.alive) of \(weak.count)")
+        let late = try await Kit.onPlainThread { Coroutine.launch(on: pool) { ran.increment() } }
+        try await late.join()
+        #expect(late.error as? CoroutineError == .schedulerStopped)
+        #expect(ran.value == 0)
+    }
+
     @Test("a launch onto one scheduler of a pool is never moved: it starts there, in launch order")
     func specificSchedulerKeepsFIFO() async throws {
         let pool = try #require(SchedulerPool(name: "fifo", count: 2))
