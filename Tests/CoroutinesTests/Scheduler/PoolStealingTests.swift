@@ -246,6 +246,33 @@ struct PoolStealingTests {
         #expect(ran.value == 0)
     }
 
+    @Test("a child cancelled through its handle while it sits in its launcher's stack never runs its body, whether its own scheduler or a peer takes it", arguments: [false, true])
+    func handleCancelledInStackNeverRuns(stolen: Bool) async throws {
+        let pool = try #require(SchedulerPool(name: "cancel-handle-stacked", count: 2))
+        defer { pool.stop() }
+        let owner = pool.schedulers[0], thief = pool.schedulers[1]
+        let thiefGate = try await Self.block(thief)
+        defer { thiefGate.open() }
+        let ran = Kit.Counter()
+        let (child, sibling) = try await Coroutine.async(on: owner) { () -> (Coroutine, Promise<Int>) in
+            let child = Coroutine.launch { ran.increment() }
+            let sibling = Coroutine.async(name: "sibling") { () -> Int in ran.increment(); return 1 }
+            child.cancel()
+            sibling.cancel()
+            if stolen {
+                // Blocks the owner until the peer has taken both (and finished them).
+                thiefGate.open()
+                while !child.isFinished || sibling.result == nil { ccoro_cpu_relax() }
+            }
+            return (child, sibling)
+        }.value
+        try await child.join()
+        #expect(child.error is CancellationError)
+        await #expect(throws: CancellationError.self) { try await sibling.value }
+        #expect(child.scheduler === (stolen ? thief : owner))
+        #expect(ran.value == 0)
+    }
+
     @Test("pool.stop() with launches in the stacks and rings of blocked schedulers: none runs, each finishes with CancellationError, every body, child and parent is released once, later launches finish with schedulerStopped", arguments: [4, 14])
     func stopWithStackedLaunches(perKind: Int) async throws {
         let pool = try #require(SchedulerPool(name: "stop-stacked", count: 2))
