@@ -116,6 +116,138 @@ struct PoolStealingStressTests {
     }
 }
 
+extension PoolStealingStressTests {
+    @Test("a scheduler that blocks right after launching 1…40 children (the stack alone holds up to 16): each starts exactly once on a peer while it stays blocked, and never changes thread", arguments: [4, 16])
+    func blockedLauncherChildrenStartOnPeers(schedulers: Int) async throws {
+        let pool = try #require(SchedulerPool(name: "blocked-fan-out", count: schedulers))
+        defer { pool.stop() }
+        let resumes = Kit.heavyTestsEnabled ? 3 : 1
+        for k in 1...40 {
+            let runs = Kit.Tally(k)
+            let onLauncher = Kit.Counter()
+            let moved = Kit.Counter()
+            let finished = Kit.Counter()
+            let launcher = pool.schedulers[k % schedulers]
+            let allFinished = try await Coroutine.async(on: launcher) { () -> Bool in
+                for i in 0..<k {
+                    Coroutine.launch {
+                        runs.bump(i)
+                        if CoroutineScheduler.current === launcher { onLauncher.increment() }
+                        let thread = Kit.threadID()
+                        for _ in 0..<resumes {
+                            try Coroutine.yield()
+                            if Kit.threadID() != thread { moved.increment() }
+                        }
+                        finished.increment()
+                    }
+                }
+                // Blocks its thread until every child has finished elsewhere; the deadline only
+                // turns a hang (a launch nobody takes) into a failure.
+                let deadline = ccoro_now_ns() + 30_000_000_000
+                while finished.value < k {
+                    if ccoro_now_ns() > deadline { return false }
+                    ccoro_cpu_relax()
+                }
+                return true
+            }.value
+            #expect(allFinished, "k = \(k): \(finished.value) children finished while their launcher was blocked")
+            #expect(runs.all == Array(repeating: 1, count: k), "k = \(k)")
+            #expect(onLauncher.value == 0)
+            #expect(moved.value == 0)
+        }
+    }
+
+    @Test("many tiny fan-outs (1…40 children: launch, async, named async, launch(on: pool)) on 4- and 16-scheduler pools while peers steal from the stacks: each launch runs exactly once, each body is released once", arguments: [4, 16])
+    func tinyFanOutsRunOnce(schedulers: Int) async throws {
+        let pool = try #require(SchedulerPool(name: "tiny-fan-outs", count: schedulers))
+        defer { pool.stop() }
+        let parents = Kit.heavyTestsEnabled ? 400 : 100
+        let sizes = (0..<parents).map { $0 % 40 + 1 }
+        let offsets = sizes.reduce(into: [0]) { $0.append($0.last! + $1) }
+        let total = offsets.last!
+        let runs = AtomicTally(total)
+        defer { runs.deallocate() }
+        let released = Kit.Counter()
+        let sums = try await Kit.onPlainThread { () -> [Promise<Int>] in
+            (0..<parents).map { p in
+                Coroutine.async(on: pool) { () -> Int in
+                    let base = offsets[p]
+                    var promises: [Promise<Int>] = []
+                    var handles: [Coroutine] = []
+                    for i in 0..<sizes[p] {
+                        let t = Kit.Tracker(released)
+                        let body: @Sendable () -> Int = { withExtendedLifetime(t) { runs.bump(base + i) }; return i }
+                        switch i % 4 {
+                        case 0: promises.append(Coroutine.async(body))
+                        case 1: promises.append(Coroutine.async(name: "tiny-\(i)", body))
+                        case 2: handles.append(Coroutine.launch { _ = body() })
+                        default: handles.append(Coroutine.launch(on: pool) { _ = body() })
+                        }
+                    }
+                    var sum = 0
+                    for p in promises { sum += try p.await() }
+                    for c in handles { try c.join() }
+                    return sum
+                }
+            }
+        }
+        for (p, promise) in sums.enumerated() {
+            let expected = (0..<sizes[p]).filter { $0 % 4 < 2 }.reduce(0, +)
+            #expect(try await promise.value == expected)
+        }
+        let wrong = (0..<total).filter { runs[$0] != 1 }
+        #expect(wrong.isEmpty, "launches that ran other than once: \(wrong.prefix(5).map { ($0, runs[$0]) })")
+        #expect(await Kit.eventually(timeout: .seconds(30)) { released.value == total })
+    }
+
+    @Test("cancelling parents of tiny fan-outs (1…40 children) while peers take them from the stacks: every child ends once, a body that started ran to its end or its cancellation point, promises of never-run children reject with CancellationError, each body is released once")
+    func cancelTinyFanOutsWhileStealing() async throws {
+        let pool = try #require(SchedulerPool(name: "cancel-tiny", count: 4))
+        defer { pool.stop() }
+        let released = Kit.Counter()
+        var launchedChildren = 0
+        for k in 1...40 {
+            let started = Kit.Counter()
+            let ended = Kit.Counter()
+            let promises = Kit.Box<[Promise<Int>]>([])
+            let parent = Coroutine.launch(on: pool) {
+                let me = Coroutine.current!
+                let child = { (i: Int) -> Promise<Int> in
+                    let t = Kit.Tracker(released)
+                    return Coroutine.async { () -> Int in
+                        started.increment()
+                        defer { ended.increment() }
+                        try withExtendedLifetime(t) { try Coroutine.yield() }
+                        return i
+                    }
+                }
+                // The cancel is launched among the children: it races with the ones started
+                // here (newest first) and the ones peers take from the stack and the ring.
+                var ps = (0..<k / 2).map(child)
+                Coroutine.launch { me.cancel() }
+                ps += (k / 2..<k).map(child)
+                promises.value = ps
+                try Coroutine.delay(.seconds(60))
+            }
+            try await parent.join()
+            #expect(parent.error is CancellationError)
+            let children = promises.value
+            #expect(children.count == k)
+            launchedChildren += children.count
+            var rejected = 0
+            for (i, p) in children.enumerated() {
+                switch await p.valueResult {
+                case .success(let v): #expect(v == i)
+                case .failure(let e): #expect(e is CancellationError); rejected += 1
+                }
+            }
+            #expect(ended.value == started.value)
+            #expect(rejected >= children.count - started.value)
+        }
+        #expect(await Kit.eventually(timeout: .seconds(30)) { released.value == launchedChildren })
+    }
+}
+
 /// Per-index run counts bumped from many threads without a lock (a `Mutex` per bump made a
 /// million launches spend most of their time in the lock).
 private final class AtomicTally: @unchecked Sendable {

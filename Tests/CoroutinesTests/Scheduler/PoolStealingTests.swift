@@ -64,6 +64,28 @@ struct PoolStealingTests {
         #expect(places.count == 100 && places.allSatisfy { $0 })
     }
 
+    @Test("a coroutine that yields until its children have run does not starve them: with no free peer, every 61st turn starts one of the launches in its scheduler's stack", arguments: [1, 16, 40])
+    func yieldingParentDoesNotStarveStackedLaunches(children: Int) async throws {
+        // One scheduler: nobody can steal, the scheduler's own turns must start them.
+        let pool = try #require(SchedulerPool(name: "yield-no-starve", count: 1))
+        defer { pool.stop() }
+        let ran = Kit.Counter()
+        let (turns, started) = try await Coroutine.async(on: pool) {
+            for _ in 0..<children { Coroutine.launch { ran.increment() } }
+            // The run queue never empties while this loops: only the launch turn (every 61st)
+            // can start the children. Bounded, so that a starvation fails instead of hanging.
+            var turns = 0
+            while ran.value < children && turns < 100_000 {
+                try Coroutine.yield()
+                turns += 1
+            }
+            return (turns, ran.value)
+        }.value
+        #expect(started == children)
+        // <doc:PoolsAndStealing>, Order: "every 61st turn takes an unstarted launch first".
+        #expect(turns <= Int(CoroutineScheduler.launchTurnInterval) * (children + 1))
+    }
+
     @Test("an idle scheduler takes unstarted launches of a blocked peer: 1,000 launches queued behind a blocked coroutine start while it is still blocked")
     func idlePeerTakesLaunchesOfBlockedScheduler() async throws {
         let pool = try #require(SchedulerPool(name: "blocked-peer", count: 2))
@@ -87,6 +109,29 @@ struct PoolStealingTests {
         try await allStarted.value
         try await blocker.join()
         #expect(startedWhileBlocked.value == 1_000)
+    }
+
+    @Test("once a peer has taken every launch of a blocked scheduler's stack, the pool has no launches to take and the idle peer parks")
+    func peerParksOnceBlockedSchedulersStackIsEmptied() async throws {
+        let pool = try #require(SchedulerPool(name: "emptied-stack", count: 2))
+        defer { pool.stop() }
+        let owner = pool.schedulers[0], thief = pool.schedulers[1]
+        let ran = Kit.Counter()
+        let allRan = Promise<Void>()
+        let gate = Atomic<Bool>.Gate()
+        defer { gate.open() }
+        Coroutine.launch(on: owner) {
+            // Fewer than 16: only the stack holds them, and the thief takes them one by one.
+            for _ in 0..<3 { Coroutine.launch { if ran.increment() == 3 { allRan.fulfill(()) } } }
+            while !gate.isOpen { ccoro_cpu_relax() }
+        }
+        try await allRan.value
+        // The owner is still blocked: nobody but the thief touched its stack since.
+        #expect(owner.launchQueue?.isEmpty == true)
+        #expect(!pool.hasLaunchesToTake(besides: thief))
+        // Nothing left to take: the thief stops looking and parks (a hang here is a thief
+        // spinning on the stale count of the blocked scheduler's stack).
+        #expect(await Kit.eventually(timeout: .seconds(10)) { thief.parked.load(ordering: .sequentiallyConsistent) })
     }
 
     @Test("cancelling a parent cancels its pool children that started on another scheduler")
@@ -144,10 +189,145 @@ struct PoolStealingTests {
             try await c.join()
             #expect(c.error is CancellationError)
         }
-        for p in lazy { #expect(throws: CancellationError.self) { try p.result?.get() ?? 0 } }
-        for p in lazy { _ = await p.valueResult }
+        // Settled when their never-run coroutines end, possibly after the eager ones: awaited
+        // before they are looked at (`result` is nil until then).
+        for p in lazy { await #expect(throws: CancellationError.self) { try await p.value } }
         #expect(ran.value == 0)
         try await parent.join()
+    }
+
+    @Test("cancelling a parent while its children sit in its blocked scheduler's stack: the peer that takes them starts them cancelled, no body runs, promises reject with CancellationError, each body is released once")
+    func cancelledStackedChildrenStolenByPeerNeverRun() async throws {
+        let pool = try #require(SchedulerPool(name: "cancel-stacked", count: 2))
+        defer { pool.stop() }
+        let owner = pool.schedulers[0], thief = pool.schedulers[1]
+        let thiefGate = try await Self.block(thief)
+        let ownerGate = Atomic<Bool>.Gate()
+        defer { ownerGate.open(); thiefGate.open() }
+        let ran = Kit.Counter()
+        let released = Kit.Counter()
+        let handles = Kit.Box<([Coroutine], [Promise<Int>])>(([], []))
+        let launched = Promise<Void>()
+        let parent = Coroutine.launch(on: owner) {
+            // 4 + 4 + 4 launches: fewer than 16, the stack alone holds them.
+            let eager = (0..<4).map { _ in
+                let t = Kit.Tracker(released)
+                return Coroutine.launch { withExtendedLifetime(t) { _ = ran.increment() } }
+            }
+            let lazy = (0..<4).map { i in
+                let t = Kit.Tracker(released)
+                return Coroutine.async { () -> Int in withExtendedLifetime(t) { _ = ran.increment() }; return i }
+            }
+            let named = (0..<4).map { i in
+                let t = Kit.Tracker(released)
+                return Coroutine.async(name: "named-\(i)") { () -> Int in withExtendedLifetime(t) { _ = ran.increment() }; return i }
+            }
+            handles.value = (eager, lazy + named)
+            launched.fulfill(())
+            while !ownerGate.isOpen { ccoro_cpu_relax() }
+        }
+        try await launched.value
+        parent.cancel()
+        // The owner stays blocked: only the peer can take them, from the owner's stack.
+        thiefGate.open()
+        let (eager, promises) = handles.value
+        for c in eager {
+            try await c.join()
+            #expect(c.error is CancellationError)
+            #expect(c.scheduler === thief)
+        }
+        for p in promises {
+            await #expect(throws: CancellationError.self) { try await p.value }
+        }
+        #expect(ran.value == 0)
+        #expect(await Kit.eventually { released.value == 12 })
+        ownerGate.open()
+        try await parent.join()
+        #expect(ran.value == 0)
+    }
+
+    @Test("a child cancelled through its handle while it sits in its launcher's stack never runs its body, whether its own scheduler or a peer takes it", arguments: [false, true])
+    func handleCancelledInStackNeverRuns(stolen: Bool) async throws {
+        let pool = try #require(SchedulerPool(name: "cancel-handle-stacked", count: 2))
+        defer { pool.stop() }
+        let owner = pool.schedulers[0], thief = pool.schedulers[1]
+        let thiefGate = try await Self.block(thief)
+        defer { thiefGate.open() }
+        let ran = Kit.Counter()
+        let (child, sibling) = try await Coroutine.async(on: owner) { () -> (Coroutine, Promise<Int>) in
+            let child = Coroutine.launch { ran.increment() }
+            let sibling = Coroutine.async(name: "sibling") { () -> Int in ran.increment(); return 1 }
+            child.cancel()
+            sibling.cancel()
+            if stolen {
+                // Blocks the owner until the peer has taken both (and finished them).
+                thiefGate.open()
+                while !child.isFinished || sibling.result == nil { ccoro_cpu_relax() }
+            }
+            return (child, sibling)
+        }.value
+        try await child.join()
+        #expect(child.error is CancellationError)
+        await #expect(throws: CancellationError.self) { try await sibling.value }
+        #expect(child.scheduler === (stolen ? thief : owner))
+        #expect(ran.value == 0)
+    }
+
+    @Test("pool.stop() with launches in the stacks and rings of blocked schedulers: none runs, each finishes with CancellationError, every body, child and parent is released once, later launches finish with schedulerStopped", arguments: [4, 14])
+    func stopWithStackedLaunches(perKind: Int) async throws {
+        let pool = try #require(SchedulerPool(name: "stop-stacked", count: 2))
+        let ran = Kit.Counter()
+        let released = Kit.Counter()
+        let weak = Kit.WeakCoroutines()
+        let handles = Kit.Box<([Coroutine], [Promise<Int>])>(([], []))
+        let launched = Promise<Void>()
+        let thiefGate = try await Self.block(pool.schedulers[1])
+        let ownerGate = Atomic<Bool>.Gate()
+        var parent: Coroutine? = Coroutine.launch(on: pool.schedulers[0]) {
+            // 3 × perKind launches: 12 fit the stack; 42 overflow into the ring.
+            let eager = (0..<perKind).map { _ in
+                let t = Kit.Tracker(released)
+                return Coroutine.launch { withExtendedLifetime(t) { _ = ran.increment() } }
+            }
+            let lazy = (0..<perKind).map { i in
+                let t = Kit.Tracker(released)
+                return Coroutine.async { () -> Int in withExtendedLifetime(t) { _ = ran.increment() }; return i }
+            }
+            let named = (0..<perKind).map { i in
+                let t = Kit.Tracker(released)
+                return Coroutine.async(name: "named-\(i)") { () -> Int in withExtendedLifetime(t) { _ = ran.increment() }; return i }
+            }
+            handles.value = (eager, lazy + named)
+            launched.fulfill(())
+            while !ownerGate.isOpen { ccoro_cpu_relax() }
+        }
+        weak.add(parent!)
+        try await launched.value
+        pool.stop()
+        ownerGate.open()
+        thiefGate.open()
+        do {
+            let (eager, promises) = handles.value
+            handles.value = ([], [])
+            for c in eager {
+                weak.add(c)
+                try await c.join()
+                #expect(c.error is CancellationError)
+            }
+            for p in promises {
+                await #expect(throws: CancellationError.self) { try await p.value }
+            }
+        }
+        #expect(ran.value == 0)
+        try await parent?.join()
+        parent = nil
+        #expect(await Kit.eventually { pool.schedulers.allSatisfy(\.isStopped) })
+        #expect(await Kit.eventually(timeout: .seconds(10)) { released.value == 3 * perKind })
+        #expect(await Kit.eventually(timeout: .seconds(10)) { weak.alive == 0 }, "coroutines still alive: \(weak.alive) of \(weak.count)")
+        let late = try await Kit.onPlainThread { Coroutine.launch(on: pool) { ran.increment() } }
+        try await late.join()
+        #expect(late.error as? CoroutineError == .schedulerStopped)
+        #expect(ran.value == 0)
     }
 
     @Test("a launch onto one scheduler of a pool is never moved: it starts there, in launch order")
@@ -219,6 +399,47 @@ struct PoolStealingTests {
         #expect(line?.contains("on \(pool.schedulers[1].name):") == true)
         c.cancel()
         try await c.join()
+    }
+
+    @Test("a launch in a scheduler's stack: its scheduler is that scheduler and dumpAll() lists it there as ready (not started); stolen by a peer, both name the peer")
+    func stackedLaunchPlacementAndDump() async throws {
+        let pool = try #require(SchedulerPool(name: "dump-stacked", count: 2))
+        defer { pool.stop() }
+        let owner = pool.schedulers[0], thief = pool.schedulers[1]
+        let thiefGate = try await Self.block(thief)
+        defer { thiefGate.open() }
+        let ownerGate = Atomic<Bool>.Gate()
+        defer { ownerGate.open() }
+        let launched = Promise<Coroutine>()
+        let ranOn = Promise<CoroutineScheduler>()
+        let lazy = Kit.Box<[Promise<Int>]>([])
+        Coroutine.launch(on: owner) {
+            // A named launch (created now) and two lazy ones: the stack holds all three.
+            let c = Coroutine.launch(name: "stacked-child") {
+                ranOn.fulfill(CoroutineScheduler.current!)
+                try Coroutine.delay(.seconds(60))
+            }
+            lazy.value = (0..<2).map { i in Coroutine.async { i } }
+            launched.fulfill(c)
+            while !ownerGate.isOpen { ccoro_cpu_relax() }
+        }
+        let child = try await launched.value
+        // Both schedulers are blocked: nothing can take the launches.
+        #expect(child.scheduler === owner)
+        let waiting = Coroutine.dumpAll().split(separator: "\n")
+            .filter { $0.contains(" on \(owner.name): ready (not started)") }
+        #expect(waiting.count == 3, "\(Coroutine.dumpAll())")
+        // The owner stays blocked; the freed peer takes the launches from its stack.
+        thiefGate.open()
+        #expect(try await ranOn.value === thief)
+        for p in lazy.value { _ = try await p.value }
+        #expect(child.scheduler === thief)
+        #expect(Coroutine.dumpAll().split(separator: "\n").contains {
+            $0.contains("'stacked-child' on \(thief.name):")
+        })
+        child.cancel()
+        try await child.join()
+        #expect(child.error is CancellationError)
     }
 
     @Test("pool.stop() cancels what has not started, ends the threads, and later pool launches finish with schedulerStopped")

@@ -36,7 +36,9 @@ extension Coroutine {
     /// A report of every live coroutine: name, scheduler, state and what it waits on, one per line.
     ///
     /// `Coroutine.async` launches queued from a coroutine and not started yet are listed as
-    /// `unnamed on <scheduler>: ready (not started)`. A coroutine that is running says for how
+    /// `unnamed on <scheduler>: ready (not started)`, pool launches not started yet as
+    /// `pool launch on <scheduler>: ready (not started)` under the scheduler whose queue holds
+    /// them (not those in the pool's shared queue). A coroutine that is running says for how
     /// long (`running for 250 ms`), as the stall monitor's samples tell, up to 20 ms short; a
     /// run too recent for a sample, or with the monitor off, says `running` (see <doc:Stalls>).
     ///
@@ -61,6 +63,12 @@ extension Coroutine {
             // are unnamed (a named launch creates its coroutine at once).
             let pending = scheduler.pendingLaunchCount.load(ordering: .relaxed)
             for _ in 0..<max(0, pending) { lines.append("unnamed on \(scheduler.name): ready (not started)") }
+            // Unstarted pool launches queued here (its ring and stack): counted only, a peer may
+            // start and free one while this reads. Not the pool's shared queue: a scheduler does
+            // not keep its pool alive, and the directory still lists the schedulers of a stopped
+            // pool that was freed until their threads have closed them.
+            let queued = scheduler.launchQueue?.count ?? 0
+            for _ in 0..<queued { lines.append("pool launch on \(scheduler.name): ready (not started)") }
         }
         return lines.isEmpty ? "no live coroutines" : lines.joined(separator: "\n")
     }

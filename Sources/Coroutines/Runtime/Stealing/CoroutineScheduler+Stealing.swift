@@ -14,8 +14,9 @@ extension CoroutineScheduler {
     /// How often a turn takes an unstarted launch before the run queue (Go's constant).
     static let launchTurnInterval: UInt32 = 61
 
-    /// ``popRunnable()`` for a pool scheduler: the head of the run queue or the oldest unstarted
-    /// launch, started now.
+    /// ``popRunnable()`` for a pool scheduler: the head of the run queue or the newest unstarted
+    /// launch of the stack (else the ring's oldest), started now; on a launch turn, a launch
+    /// first (the shared queue's, the ring's oldest, else the stack's newest).
     /// - Complexity: O(1) (amortised, when a share of the shared queue is taken).
     @inline(__always)
     func popPoolRunnable(_ launches: LaunchQueue) -> Unmanaged<Coroutine>? {
@@ -25,6 +26,9 @@ extension CoroutineScheduler {
             if let l = poolReference.unsafelyUnwrapped._withUnsafeGuaranteedRef({ $0.takeInjected(for: self, max: 1) }) ?? launches.pop() {
                 return startPoolLaunch(l)
             }
+            // The ring is empty: the stack's newest, or a coroutine that never leaves the run
+            // queue (a yield loop) would keep the stack's launches from starting forever.
+            if let c = launches.popNewest() { return startPoolLaunch(PoolLaunch(coroutine: c)) }
         }
         if let queued = runQueue.popFirst() {
             return queued.isLaunchMarker ? materializeLaunch() : queued

@@ -80,7 +80,8 @@ final class LaunchQueue: @unchecked Sendable {
     /// it belong to the stack.
     private var lifoTop = 0
     private var lifoCount = 0
-    /// `lifoCount` for other threads (a hint: some of those slots may have been emptied).
+    /// `lifoCount` for other threads: 0 when the stack is empty; else a hint, some of those slots
+    /// may have been emptied by thieves (``count`` looks at the slots).
     private let lifoHint = Atomic<Int>(0)
 
     init() {
@@ -109,8 +110,20 @@ final class LaunchQueue: @unchecked Sendable {
             let h = head.load(ordering: .acquiring)
             let t = tail.load(ordering: .acquiring)
             // `head` may pass a `tail` loaded before it: then load both again.
-            if t &- h <= Self.capacity { return Int(t &- h) + lifoHint.load(ordering: .sequentiallyConsistent) }
+            if t &- h <= Self.capacity { return Int(t &- h) + lifoEntryCount }
         }
+    }
+
+    /// How many of the stack's slots hold an entry (a snapshot). Any thread. `lifoHint` alone
+    /// would not do: a thief empties slots without changing it, and it stays stale until the
+    /// owner pushes or pops again, which a blocked owner never does (idle peers would then keep
+    /// looking at its empty stack instead of parking).
+    /// - Complexity: O(1) when the owner's stack is empty, else O(``lifoCapacity``).
+    private var lifoEntryCount: Int {
+        guard lifoHint.load(ordering: .sequentiallyConsistent) > 0 else { return 0 }
+        var n = 0
+        for i in 0..<Self.lifoCapacity where lifo[i].load(ordering: .acquiring) != 0 { n += 1 }
+        return n
     }
 
     /// Whether it holds nothing (a snapshot). Any thread.
