@@ -278,7 +278,7 @@ final class StallMonitor: Sendable {
             // (a launch's wake-up check can miss a peer that was just parking): wake it, so that
             // the launches start there (Go's sysmon hands such work off too, `retake`).
             if busy, let launches = scheduler.launchQueue, !launches.isEmpty {
-                scheduler.pool?.wakeIdleSchedulerIfNeeded()
+                scheduler.poolForOtherThreads?.wakeIdleSchedulerIfNeeded()
             }
             guard let stall else { continue }
             // Read under the registry lock, and only while the count still stands (invariant 4).

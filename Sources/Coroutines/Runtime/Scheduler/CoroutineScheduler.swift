@@ -149,6 +149,9 @@ public final class CoroutineScheduler: @unchecked Sendable {
     @exclusivity(unchecked) var poolReference: Unmanaged<SchedulerPool>?
     /// Stealing — `poolReference`, as a reference.
     var pool: SchedulerPool? { poolReference?.takeUnretainedValue() }
+    /// Stealing — the same pool, weakly, for threads that do not keep it alive (the stall
+    /// monitor): a stopped pool may be freed while such a thread still holds this scheduler.
+    weak var poolForOtherThreads: SchedulerPool?
     /// Stealing — the unstarted pool launches queued here, which idle peers may take (pool
     /// schedulers only).
     let launchQueue: LaunchQueue?

@@ -68,6 +68,7 @@ public final class SchedulerPool: Sendable {
         }
         for s in schedulers {
             s.poolReference = .passUnretained(self)
+            s.poolForOtherThreads = self
         }
         for s in schedulers { s.startThread() }
     }
