@@ -32,4 +32,21 @@ struct WaiterListTests {
         append(20); list.forEach { seen.append($0) }
         #expect(seen == model)
     }
+
+    @Test("a waiter taken off the list is no longer held by it (a ticket keeps its coroutine alive)")
+    func takenWaiterIsReleased() {
+        final class Waiter {}
+        var list = WaiterList<Waiter>()
+        weak var second: Waiter?
+        do {
+            let (a, b, c) = (Waiter(), Waiter(), Waiter())
+            second = b
+            list.append(a); list.append(b); list.append(c)
+        }
+        #expect(list.popFirst() != nil)
+        #expect(list.popFirst() != nil)   // the second, from the array
+        #expect(second == nil, "the list still holds a waiter it handed out")
+        #expect(list.popFirst() != nil)
+        #expect(list.isEmpty)
+    }
 }

@@ -4,13 +4,14 @@
 /// The others are in `rest` from `restHead` on: taking the first moves `restHead` instead of
 /// shifting the array (which made draining n waiters — an unlock or release per waiter — cost
 /// O(n²) under the primitive's lock), and the taken prefix is dropped once it is over half of
-/// the array, so the memory stays proportional to the waiters.
+/// the array, so the memory stays proportional to the waiters. A taken slot is emptied at once
+/// (`nil`): it must not keep its waiter (a ticket holds its coroutine) alive until then.
 ///
 /// Not thread-safe: lives inside a lock-protected state.
 @usableFromInline
 struct WaiterList<Element> {
     @usableFromInline var first: Element?
-    @usableFromInline var rest: [Element] = []
+    @usableFromInline var rest: [Element?] = []
     /// The index in `rest` of the second waiter; `rest[..<restHead]` were taken already.
     @usableFromInline var restHead = 0
 
@@ -29,7 +30,7 @@ struct WaiterList<Element> {
             first = takeFromRest()
             return f
         }
-        if let i = rest[restHead...].firstIndex(where: predicate) { return rest.remove(at: i) }
+        if let i = rest[restHead...].firstIndex(where: { predicate($0!) }) { return rest.remove(at: i) }
         return nil
     }
 
@@ -44,7 +45,7 @@ struct WaiterList<Element> {
     /// The next of `rest`, taken, or nil.
     @inlinable mutating func takeFromRest() -> Element? {
         guard restHead < rest.count else { return nil }
-        let e = rest[restHead]
+        let e = rest[restHead].take()
         restHead += 1
         if restHead == rest.count {
             rest.removeAll(keepingCapacity: true)
@@ -70,6 +71,6 @@ struct WaiterList<Element> {
     @inlinable func forEach(_ body: (Element) -> Void) {
         guard let first else { return }
         body(first)
-        for e in rest[restHead...] { body(e) }
+        for e in rest[restHead...] { body(e!) }
     }
 }
