@@ -1,6 +1,7 @@
 import Testing
 @testable import Coroutines
 
+private typealias Kit = CoroutineTestKit
 private typealias L = SchedulerLifecycle
 private typealias Kind = CoroutineScheduler.Kind
 
@@ -37,7 +38,7 @@ private struct Row: CustomStringConvertible {
 
 /// The scheduler's lifecycle (``SchedulerLifecycle``: whether it is driven, parked, stopping or
 /// closed; <doc:BlockingAndStopping>): the pure function that decides which transitions are
-/// legal, and the atomic byte that makes them.
+/// legal, the atomic byte that makes them, and the states a real scheduler goes through.
 @Suite("Scheduler lifecycle")
 struct SchedulerLifecycleTests {
     // MARK: The pure state machine
@@ -202,5 +203,33 @@ struct SchedulerLifecycleTests {
         main.apply(.endDriving, kind: .main)
         #expect(main.apply(.requestStop, kind: .main).new == st("R"))      // ended: refused, unchanged
         #expect(main.apply(.endMainRun, kind: .main).new == L.initial)
+    }
+
+    // MARK: Real schedulers
+
+    @Test("a temporary scheduler is driven and not parked while its body runs, and closed once Coroutine.run returns")
+    func temporarySchedulerEndsClosed() async throws {
+        let (scheduler, during) = try await Coroutine.run { () -> (CoroutineScheduler, L) in
+            let s = CoroutineScheduler.current!
+            return (s, s.lifecycle.load())
+        }
+        #expect(during == st("D"))
+        #expect(scheduler.lifecycle.load() == st("C"))
+        #expect(scheduler.isStopped)
+    }
+
+    @Test("a stopped dedicated scheduler ends closed, with its stop requested and handled, no longer driven")
+    func stoppedSchedulerEndsClosed() async throws {
+        let s = CoroutineScheduler(name: "lifecycle-stop")
+        let sleeper = Coroutine.launch(on: s) { try Coroutine.delay(.seconds(30)) }
+        _ = try await Coroutine.async(on: s) {}.value   // the loop runs
+        let before = s.lifecycle.load()
+        #expect(before.isDriven && !before.isStopRequested && !before.isClosed)
+        s.stop()
+        try await sleeper.join()
+        #expect(sleeper.error is CancellationError)
+        #expect(await Kit.eventually { s.isStopped })   // no signal exists for "thread ended"
+        // The lifecycle is closed before the incoming queue is: seeing the queue closed, C is set.
+        #expect(s.lifecycle.load() == st("C R H"))
     }
 }

@@ -33,14 +33,15 @@ import Synchronization
 // and it is `close`, called right after the drive by the same thread, that tells them apart.
 //
 // Transitions (what each requires → what it changes; who makes it).
-//   startDriving  ¬D ¬P ¬H ¬C, and for main ¬R → +D     the driving thread, entering `drive`.
+//   startDriving  ¬D ¬P ¬H ¬C, for main also ¬R → +D    the driving thread, entering `drive`.
 //   park          D ¬P → +P                              the driving thread, when it runs out
 //                                                         of work, before its last look.
 //   unpark        D → −P                                 the driving thread, after the poll or
 //                                                         its last look found work. A no-op if a
 //                                                         waker cleared P already.
-//   wake          any → −P                               any thread (`wakeLoop`); whoever clears
-//                                                         P wakes the poller. A no-op without P.
+//   wake          any → −P                               any thread (`wakeLoop`); whoever
+//                                                         clears P wakes the poller. A no-op
+//                                                         without P.
 //   requestStop   any → +R; main ¬D: no change           any thread (`requestStop`). The check
 //                                                         of D and the setting of R are one
 //                                                         compare-and-swap.
@@ -53,7 +54,15 @@ import Synchronization
 //   close         not main, ¬D ¬P ¬C → +C                the thread that drove it, after the
 //                                                         drive, just before it closes the
 //                                                         incoming queue.
-// Every other change is illegal, and so is a transition from a state that lacks what it requires.
+// Every other change is illegal, and so is a transition from a state that lacks what it
+// requires, or from a state not listed above.
+//
+// Who looks (one load each).
+//   P    a poster into an empty incoming queue (`post`), to wake the loop.
+//   R    the loop (`drive`'s end conditions, R without H: the stop to act on), launches onto the
+//        scheduler (`admit`, `queueLaunch`, `startPoolLaunch`, the pool's `localQueue`).
+//   D P  the stall monitor (busy: D without P).
+//   C    nobody on a hot path: the debug checks (nothing drives a closed scheduler) and tests.
 //
 // Invariants.
 // 1. P ⇒ D: only the driving thread sets P, while D, and clears D only without P.
@@ -79,8 +88,8 @@ import Synchronization
 //   b. Parking against a stop. The loop sets P, then loads R; `requestStop` sets R, then clears
 //      P (`wake`). Both write this byte, so the order of the two read-modify-writes decides.
 //   c. Busy against the stall monitor. The driving thread sets D or clears P, then loads the
-//      monitor's `sleepWord`; the monitor stores `sleepWord`, then loads this byte (``StallMonitor``,
-//      invariant 3).
+//      monitor's `sleepWord`; the monitor stores `sleepWord`, then loads this byte
+//      (``StallMonitor``, invariant 3).
 // The relaxed loads are quick looks that are confirmed later or harmless when stale: R in the
 // spin and in the launch paths of `Coroutine.async` and of pools.
 //

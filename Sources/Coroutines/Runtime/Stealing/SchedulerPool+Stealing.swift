@@ -40,7 +40,7 @@ extension SchedulerPool {
         guard let p = ccoro_tls_scheduler() else { return nil }
         return Unmanaged<CoroutineScheduler>.fromOpaque(p)._withUnsafeGuaranteedRef { s in
             guard s.poolReference?.toOpaque() == Unmanaged.passUnretained(self).toOpaque(),
-                  !s.stopRequested.load(ordering: .relaxed) else { return nil }
+                  !s.lifecycle.loadRelaxed().isStopRequested else { return nil }
             return s.launchQueue
         }
     }
