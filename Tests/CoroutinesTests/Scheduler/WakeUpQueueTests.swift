@@ -112,7 +112,7 @@ struct WakeUpQueueTests {
                 let p = Promise<Int>()
                 let woken = Coroutine.async(on: s) { try p.await() + 1 }
                 // Parked: no signal tells that a loop went to sleep, so the flag is polled.
-                let parked = await Kit.eventually { s.parked.load(ordering: .sequentiallyConsistent) }
+                let parked = await Kit.eventually { s.lifecycle.load().isParked }
                 #expect(parked)
                 try await Kit.onPlainThread { p.fulfill(round) } as Void
                 #expect(try await woken.value == round + 1)

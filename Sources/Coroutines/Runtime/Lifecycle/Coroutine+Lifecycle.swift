@@ -39,7 +39,7 @@ extension CoroutineScheduler {
     private func admit(_ c: Coroutine, _ entry: Unmanaged<Coroutine>) {
         register(entry)
         c.status = .ready
-        if stopRequested.load(ordering: .sequentiallyConsistent) {
+        if lifecycle.load().isStopRequested {
             if kind == .main {
                 // main is being stopped: the coroutine starts cancelled (never runs its body).
                 c.cancelledFlag.store(true, ordering: .sequentiallyConsistent)
@@ -69,7 +69,7 @@ extension CoroutineScheduler {
     @usableFromInline
     func queueLaunch(body: consuming @escaping () throws -> Void, observer: any UnstartedObserver,
                      parent: Unmanaged<Coroutine>) -> Bool {
-        if stopRequested.load(ordering: .relaxed) { return false }
+        if lifecycle.loadRelaxed().isStopRequested { return false }
         pendingLaunches.append(PendingLaunch(observer: observer, parent: parent.retain(), cancelAllCount: cancelAllCount),
                                body: body)
         runQueue.append(Self.launchMarker)

@@ -41,7 +41,7 @@ extension CoroutineScheduler {
         UnsafeMutableRawPointer(bitPattern: 0x20).unsafelyUnwrapped
     }
 
-    /// Records that the loop stopped being parked (after it stored `parked` = false), and wakes
+    /// Records that the loop stopped being parked (after it cleared P in `lifecycle`), and wakes
     /// the monitor if it waits for a busy scheduler. Scheduler thread only.
     @inline(__always)
     func noteUnparked() {
@@ -49,8 +49,8 @@ extension CoroutineScheduler {
         StallMonitor.shared.schedulerUnparked()
     }
 
-    /// Starts the monitor or wakes it: this scheduler is now driven (after `isDriven` = true),
-    /// by the calling thread.
+    /// Starts the monitor or wakes it: this scheduler is now driven by the calling thread (after
+    /// it set D in `lifecycle`).
     func noteDriveStarted() {
         drivingThreadID.store(ccoro_thread_id(), ordering: .relaxed)
         StallMonitor.shared.schedulerStartedDriving()
@@ -63,7 +63,7 @@ extension CoroutineScheduler {
     /// is too long ago to time a stall across). Monitor thread only.
     func takeStallSample(now: UInt64, threshold: UInt64, afterGap: Bool) -> (busy: Bool, stall: StallWatch.Stall?) {
         // Sequentially consistent: the monitor's look after announcing its wait (invariant 3).
-        let busy = isDriven.load(ordering: .sequentiallyConsistent) && !parked.load(ordering: .sequentiallyConsistent)
+        let busy = lifecycle.load().isBusy
         let count = switchCount.load(ordering: .relaxed)
         let thread = drivingThreadID.load(ordering: .relaxed)
         let stall = stallWatch.locked {

@@ -26,8 +26,9 @@ import Darwin
 //     coroutines, timers and polling are the runtime's work, not the user's). Relaxed stores
 //     only: on the switch path there is no atomic read-modify-write, no fence and no clock
 //     (x86-64: one `incq` and one `movq` into the scheduler object).
-//   * The monitor thread reads those two and the scheduler's `isDriven` and `parked`, and keeps
-//     its verdict in the scheduler's `stallWatch` (a ``StallWatch``).
+//   * The monitor thread reads those two and the scheduler's `lifecycle` (busy: driven and not
+//     parked; SchedulerLifecycle.swift), and keeps its verdict in the scheduler's `stallWatch`
+//     (a ``StallWatch``).
 //   * `dumpAll()`, on any thread, reads `stallWatch` to tell how long a coroutine has run.
 //
 // States of the monitor
@@ -64,9 +65,10 @@ import Darwin
 //      gives one line; two stalls (a switch in between), two lines.
 //   3. The monitor waits without a timeout only after it announced the wait (`sleepWord` = 1,
 //      sequentially consistent) and then saw every scheduler idle. A scheduler becomes busy by a
-//      sequentially consistent store (`isDriven` = true, `parked` = false) and then loads
-//      `sleepWord`: either the monitor's second look sees it busy, or it sees the announcement and
-//      wakes the monitor (Dekker's pattern; Go's `sysmonwait` and `sysmonnote` play these roles).
+//      sequentially consistent read-modify-write of its `lifecycle` (setting D, or clearing P)
+//      and then loads `sleepWord`: either the monitor's second look sees it busy, or it sees
+//      the announcement and wakes the monitor (Dekker's pattern; Go's `sysmonwait` and
+//      `sysmonnote` play these roles).
 //   4. `runningCoroutine` is dereferenced only under the scheduler's `registryLock`, and the
 //      pointer read there is nil, the job marker or a live coroutine. A coroutine stays in its scheduler's
 //      registry, which keeps it alive, until the loop reaps it, and reaping takes that lock; the
@@ -78,7 +80,7 @@ import Darwin
 //      within one interval of it, and the report at the first sample at least `threshold` later.
 //
 // Not watched: the blocks of `DispatchQueue.main` that the main scheduler drains inside its poll
-// run while `parked` is still true, so a blocking block there is not reported.
+// run while the scheduler is still parked (P), so a blocking block there is not reported.
 
 /// The process's stall monitor (see the comment at the top of this file for its states and
 /// invariants, and <doc:Stalls> for what users see).
@@ -196,8 +198,8 @@ final class StallMonitor: Sendable {
 
     // MARK: Scheduler side
 
-    /// A scheduler started being driven (called after it stored `isDriven`): starts the monitor
-    /// thread the first time, and wakes the monitor if it waits.
+    /// A scheduler started being driven (called after it set D in its `lifecycle`): starts the
+    /// monitor thread the first time, and wakes the monitor if it waits.
     func schedulerStartedDriving() {
         guard isEnabled else { return }
         if !started.load(ordering: .acquiring),
@@ -208,9 +210,9 @@ final class StallMonitor: Sendable {
         wakeIfAsleep()
     }
 
-    /// A scheduler left the poller (called after it stored `parked` = false): wakes the monitor
-    /// if it waits. One load when it does not: sequentially consistent for invariant 3, which
-    /// on x86-64 is a plain `mov`, as a relaxed load would be (`ldar` on arm64).
+    /// A scheduler left the poller (called after it cleared P in its `lifecycle`): wakes the
+    /// monitor if it waits. One load when it does not: sequentially consistent for invariant 3,
+    /// which on x86-64 is a plain `mov`, as a relaxed load would be (`ldar` on arm64).
     @inline(__always)
     func schedulerUnparked() {
         if _slowPath(sleepWord.load(ordering: .sequentiallyConsistent) != 0) { wake() }

@@ -18,24 +18,23 @@ extension CoroutineScheduler {
         precondition(kind == .main, "run() drives CoroutineScheduler.main only; other schedulers run on their own thread")
         precondition(isMainThread(), "CoroutineScheduler.main.run() must be called on the main thread")
         precondition(ccoro_tls_scheduler() == nil, "run() called while the main thread already drives a scheduler")
-        drive { self.stopRequested.load(ordering: .sequentiallyConsistent) && self.liveCount == 0 }
+        drive { self.lifecycle.load().isStopRequested && self.liveCount == 0 }
         endMainRun()
     }
 
     /// Makes the main scheduler drivable again after `run()` or a `runBlocking` on main.
     func endMainRun() {
-        stopRequested.store(false, ordering: .sequentiallyConsistent)
-        stopHandled = false
+        lifecycle.apply(.endMainRun, kind: kind)
     }
 
     /// Drives the scheduler on the calling thread until `done()` holds with nothing left to run.
     func drive(until done: () -> Bool) {
         let previous = ccoro_tls_scheduler()
         ccoro_tls_set_scheduler(Unmanaged.passUnretained(self).toOpaque())
-        isDriven.store(true, ordering: .sequentiallyConsistent)
+        lifecycle.apply(.startDriving, kind: kind)
         noteDriveStarted()
         defer {
-            isDriven.store(false, ordering: .sequentiallyConsistent)
+            lifecycle.apply(.endDriving, kind: kind)
             ccoro_tls_set_scheduler(previous)
         }
         ccoro_signal_prepare_thread()
@@ -63,9 +62,9 @@ extension CoroutineScheduler {
                 resumeFromLoop(u)
                 budget -= 1
             }
-            if stopRequested.load(ordering: .sequentiallyConsistent) && !stopHandled {
+            if lifecycle.load().isStopPending {
                 // Handled even while coroutines keep the run queue busy (e.g. yield loops).
-                stopHandled = true
+                lifecycle.apply(.handleStop, kind: kind)
                 cancelAll()
                 continue
             }
@@ -88,16 +87,16 @@ extension CoroutineScheduler {
             }
             giveUpSpinning()
             tidyHeapIfNeeded()
-            parked.store(true, ordering: .sequentiallyConsistent)
+            lifecycle.apply(.park, kind: kind)
             pool?.enterIdle(self)
             // Re-checked after announcing the park (each writer changes its condition, then
             // wakes a parked loop): posted work, a stop request, or — a launch racing with stop
             // finishes its coroutine on the launching thread — nothing left to wait for; on a
             // pool, launches that it could take.
             if incoming.hasEntriesOrdered
-                || (stopRequested.load(ordering: .sequentiallyConsistent) && !stopHandled)
+                || lifecycle.load().isStopPending
                 || done() || poolHasLaunchesToTake {
-                parked.store(false, ordering: .sequentiallyConsistent)
+                lifecycle.apply(.unpark, kind: kind)
                 leaveIdle()
                 noteUnparked()
                 continue
@@ -114,7 +113,7 @@ extension CoroutineScheduler {
             if trimDue { timeout = min(timeout ?? Self.idleTrimDelay, Self.idleTrimDelay) }
             let parkedAt = spun ? 0 : now
             poll(timeout: timeout)
-            parked.store(false, ordering: .sequentiallyConsistent)
+            lifecycle.apply(.unpark, kind: kind)
             leaveIdle()
             noteUnparked()
             if trimDue && ccoro_now_ns() - now >= Self.idleTrimDelay { StackAllocator.shared.trimIfNeeded() }
@@ -157,8 +156,7 @@ extension CoroutineScheduler {
         while true {
             // A stop request is news only until the loop handled it: afterwards the loop waits
             // for its coroutines to end like any other work, without spinning all along.
-            if hasIncoming
-                || (stopRequested.load(ordering: .relaxed) && !stopHandled) { return true }
+            if hasIncoming || lifecycle.loadRelaxed().isStopPending { return true }
             // Peers' queues are looked at less often: that takes a load per peer.
             if i & 15 == 0 && poolHasLaunchesToTake { return true }
             ccoro_cpu_relax()

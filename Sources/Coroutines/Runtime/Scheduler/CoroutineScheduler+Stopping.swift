@@ -21,9 +21,9 @@ extension CoroutineScheduler {
 
     /// ``stop()``, also for a pool scheduler (its pool's ``SchedulerPool/stop()``).
     func requestStop() {
-        // main: a stop ends the current run; with nothing driving main there is nothing to end.
-        if kind == .main && !isDriven.load(ordering: .sequentiallyConsistent) { return }
-        stopRequested.store(true, ordering: .sequentiallyConsistent)
+        // main: a stop ends the current run; with nothing driving main there is nothing to end
+        // (`requestStop` refuses it, in the same compare-and-swap that would set the request).
+        guard lifecycle.apply(.requestStop, kind: kind).new.isStopRequested else { return }
         wakeLoop()
     }
 
@@ -46,6 +46,9 @@ extension CoroutineScheduler {
     /// or refused (see ``WakeUpQueue``, "The race between a push and close").
     func close() {
         SchedulerDirectory.shared.remove(self)
+        // Closed in the lifecycle first, so that whoever sees the incoming queue closed sees it
+        // there too (`SchedulerLifecycle.swift`, "The mirror of the incoming queue").
+        lifecycle.apply(.close, kind: kind)
         var leftovers: [Runnable] = []
         incoming.close { entry in
             switch entry {

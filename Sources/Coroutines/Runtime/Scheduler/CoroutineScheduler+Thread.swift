@@ -20,7 +20,7 @@ extension CoroutineScheduler {
             #endif
             withExtendedLifetime(pool) {
                 drive {
-                    self.stopRequested.load(ordering: .sequentiallyConsistent) && self.liveCount == 0
+                    self.lifecycle.load().isStopRequested && self.liveCount == 0
                         && !self.hasLocalLaunches
                 }
                 close()

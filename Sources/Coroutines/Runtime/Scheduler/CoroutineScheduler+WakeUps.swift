@@ -20,7 +20,7 @@ extension CoroutineScheduler {
         } else {
             // Once `c` is in the incoming queue, its loop may run it to its end at once; the
             // caller may hold no reference (a ``ClaimedCoroutine``), and borrows this scheduler
-            // through `c`: keep `c` alive until `post` returns (it may look at `parked` and
+            // through `c`: keep `c` alive until `post` returns (it may look at `lifecycle` and
             // wake the poller after the push). Reference counting, not an allocation.
             let keep = Unmanaged.passRetained(c)
             let accepted = post(.coroutine(c))
@@ -58,7 +58,8 @@ extension CoroutineScheduler {
         case .refused: return false
         case .accepted: return true   // the pusher into the empty queue wakes the loop
         case .acceptedIntoEmpty:
-            if parked.load(ordering: .sequentiallyConsistent) { wakeLoop() }
+            // Dekker's pattern with the parking loop (`SchedulerLifecycle.swift`, ordering a).
+            if lifecycle.load().isParked { wakeLoop() }
             return true
         }
     }
@@ -69,8 +70,9 @@ extension CoroutineScheduler {
 
     /// Wakes the loop if it is parked in the poller.
     func wakeLoop() {
-        // Not parked: the loop looks at the queue and the flags before it parks again.
-        if parked.compareExchange(expected: true, desired: false, ordering: .sequentiallyConsistent).exchanged {
+        // Not parked: the loop looks at the queue and the lifecycle before it parks again.
+        // Whoever clears P wakes the poller, once.
+        if lifecycle.apply(.wake, kind: kind).old.isParked {
             poller.wake()
         }
     }

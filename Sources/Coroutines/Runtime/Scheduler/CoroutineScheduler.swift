@@ -92,9 +92,6 @@ public final class CoroutineScheduler: @unchecked Sendable {
     }()
     /// Switching (`Switching/`) — the loop's own context (the thread's stack).
     let loopRecord: UnsafeMutablePointer<ccoro_stack_record>
-    /// Stopping (`Scheduler/+Stopping`) — whether the loop has acted on `stopRequested` (it
-    /// cancelled everything once).
-    @exclusivity(unchecked) var stopHandled = false
     /// Stopping (`Scheduler/+Stopping`) — how many times ``cancelAll()`` ran on this thread (see
     /// ``PendingLaunch``).
     @exclusivity(unchecked) var cancelAllCount = 0
@@ -116,14 +113,15 @@ public final class CoroutineScheduler: @unchecked Sendable {
     /// I/O (`IO/`) — the readiness poller (epoll, kqueue), which the loop also parks in.
     let poller = Poller()
     /// Wake-ups (`Scheduler/+WakeUps`) — coroutines and jobs posted from other threads, and
-    /// whether the scheduler has closed (then nothing more is accepted); lock-free
-    /// (``WakeUpQueue``).
+    /// whether the scheduler has closed (then nothing more is accepted; `lifecycle` mirrors it);
+    /// lock-free (``WakeUpQueue``).
     let incoming = WakeUpQueue()
-    /// Wake-ups (`Scheduler/+WakeUps`) — whether the loop is parked in the poller (or about to
-    /// be), so that a poster must wake it.
-    let parked = Atomic<Bool>(false)
-    /// Stopping (`Scheduler/+Stopping`) — ``stop()`` was called.
-    let stopRequested = Atomic<Bool>(false)
+    /// Lifecycle (`Scheduler/SchedulerLifecycle`) — whether a thread drives the scheduler,
+    /// whether its loop is parked in the poller (or about to be, so that a poster must wake it),
+    /// whether ``stop()`` was called and the loop acted on it, and whether it has closed: one
+    /// byte, each change one atomic read-modify-write made by the thread the transitions table
+    /// in `SchedulerLifecycle.swift` names (Loop, Wake-ups and Stopping make them).
+    let lifecycle = AtomicSchedulerLifecycle()
     /// Registry (`Scheduler/+Registry`) — guards `registryState`. A spin lock: registering and
     /// unregistering only move links, and the owner thread takes it for every coroutine it
     /// starts and reaps (see ``SpinLock``).
@@ -131,8 +129,6 @@ public final class CoroutineScheduler: @unchecked Sendable {
     /// Registry (`Scheduler/+Registry`) — read and written only inside ``withRegistry(_:)``.
     /// Any thread.
     @exclusivity(unchecked) var registryState = Registry()
-    /// Loop (`Scheduler/+Loop`) — whether a thread drives this scheduler right now.
-    let isDriven = Atomic<Bool>(false)
     /// Monitor (`Monitor/`) — what the stall monitor saw at its last samples; its thread writes
     /// it, `dumpAll()` reads it.
     let stallWatch = Mutex(StallWatch())

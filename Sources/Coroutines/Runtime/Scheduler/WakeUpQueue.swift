@@ -61,12 +61,13 @@ import Synchronization
 // exchanged out, or its push never succeeded.
 //
 // Wake-ups of a parked loop. Only a push onto an empty queue reports `.acceptedIntoEmpty`, and
-// only its pusher needs to look at the scheduler's `parked` flag: a push onto a non-empty queue
-// comes after one into an empty queue that the consumer has not taken yet, whose pusher looks at
-// the flag after its own push. With the consumer's side (it sets `parked`, then looks at the
-// head, both sequentially consistent) one of the two sees the other: the consumer sees the
-// entries and does not park, or the pusher sees `parked` and wakes the poller (once: `wakeLoop`
-// clears the flag with a compare-and-swap).
+// only its pusher needs to look at whether the scheduler is parked (P in its `lifecycle`,
+// SchedulerLifecycle.swift): a push onto a non-empty queue comes after one into an empty queue
+// that the consumer has not taken yet, whose pusher looks at P after its own push. With the
+// consumer's side (it sets P, then looks at the head, both sequentially consistent) one of the
+// two sees the other: the consumer sees the entries and does not park, or the pusher sees P and
+// wakes the poller (once: `wakeLoop` clears P with one read-modify-write, and only the thread that
+// found it set wakes the poller).
 
 /// The intrusive multi-producer, single-consumer queue of a scheduler's incoming work (see the
 /// comment at the top of this file for the algorithm, its invariants and who may call what).

@@ -89,7 +89,7 @@ extension CoroutineScheduler {
             }
         }
         entry._withUnsafeGuaranteedRef { c in
-            if stopRequested.load(ordering: .relaxed) { c.cancelledFlag.store(true, ordering: .sequentiallyConsistent) }
+            if lifecycle.loadRelaxed().isStopRequested { c.cancelledFlag.store(true, ordering: .sequentiallyConsistent) }
             register(entry)
             c.status = .ready
         }

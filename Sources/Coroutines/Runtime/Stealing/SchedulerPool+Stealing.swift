@@ -42,7 +42,7 @@ extension SchedulerPool {
         let s = Unmanaged<CoroutineScheduler>.fromOpaque(p)
         let local = s._withUnsafeGuaranteedRef { s in
             s.poolReference?.toOpaque() == Unmanaged.passUnretained(self).toOpaque()
-                && !s.stopRequested.load(ordering: .relaxed)
+                && !s.lifecycle.loadRelaxed().isStopRequested
         }
         return local ? s : nil
     }
