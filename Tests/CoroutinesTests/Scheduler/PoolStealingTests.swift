@@ -131,7 +131,7 @@ struct PoolStealingTests {
         #expect(!pool.hasLaunchesToTake(besides: thief))
         // Nothing left to take: the thief stops looking and parks (a hang here is a thief
         // spinning on the stale count of the blocked scheduler's stack).
-        #expect(await Kit.eventually(timeout: .seconds(10)) { thief.parked.load(ordering: .sequentiallyConsistent) })
+        #expect(await Kit.eventually(timeout: .seconds(10)) { thief.lifecycle.load().isParked })
     }
 
     @Test("cancelling a parent cancels its pool children that started on another scheduler")
