@@ -5,7 +5,7 @@ import Synchronization
 ///
 /// The run queue (``CoroutineQueue``) holds ready coroutines and, for each `Coroutine.async`
 /// launch whose coroutine is not created yet, a ``launchMarker`` standing for the oldest
-/// ``PendingLaunch``. ``popRunnable()`` and ``popRunnable(if:)`` are the only ways to take an
+/// ``PendingLaunch``. ``popRunnable()`` and ``popQueuedRunnable(if:)`` are the only ways to take an
 /// entry off, and they create the coroutine a marker stands for (``materializeLaunch()``): no
 /// caller outside this file sees a marker.
 extension CoroutineScheduler {
@@ -16,10 +16,10 @@ extension CoroutineScheduler {
     /// - Complexity: O(1).
     ///
     /// On a pool scheduler, the oldest unstarted pool launch when the run queue is empty, and
-    /// every 61st turn before the run queue (``popPoolRunnable(_:)``).
+    /// every 61st turn before the run queue (``popPoolRunnable()``).
     @inline(__always)
     func popRunnable() -> Unmanaged<Coroutine>? {
-        if let launches = launchQueue { return popPoolRunnable(launches) }
+        if _slowPath(launchQueue != nil) { return popPoolRunnable() }
         guard let queued = runQueue.popFirst() else { return nil }
         return queued.isLaunchMarker ? materializeLaunch() : queued
     }
@@ -27,15 +27,8 @@ extension CoroutineScheduler {
     /// Takes the head of the run queue off if `canRun` accepts it, as ``popRunnable()`` does.
     /// A head that `canRun` refuses stays at the head; if it was a launch marker, its coroutine
     /// (created now, for `canRun` to look at) takes the marker's place.
-    /// On a pool scheduler, see ``popPoolRunnable(_:if:)``.
+    /// On a pool scheduler, ``popPoolRunnable(if:)`` is the one to call.
     /// - Complexity: O(1), plus `canRun`.
-    @inline(__always)
-    func popRunnable(if canRun: (Coroutine) -> Bool) -> Unmanaged<Coroutine>? {
-        if let launches = launchQueue { return popPoolRunnable(launches, if: canRun) }
-        return popQueuedRunnable(if: canRun)
-    }
-
-    /// ``popRunnable(if:)`` on the run queue alone.
     @inline(__always)
     func popQueuedRunnable(if canRun: (Coroutine) -> Bool) -> Unmanaged<Coroutine>? {
         guard let queued = runQueue.peek(0) else { return nil }

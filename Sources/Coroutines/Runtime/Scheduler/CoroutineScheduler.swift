@@ -151,6 +151,10 @@ public final class CoroutineScheduler: @unchecked Sendable {
     /// Stealing — the unstarted pool launches queued here, which idle peers may take (pool
     /// schedulers only).
     let launchQueue: LaunchQueue?
+    /// Stealing — `launchQueue` without reference counting, for the turns of the scheduler's
+    /// own thread (a retain and release per turn otherwise, on the cache line that thieves
+    /// read); `launchQueue` keeps it alive.
+    let launchQueueUnretained: Unmanaged<LaunchQueue>?
     /// Stealing — this scheduler's index in `pool.schedulers`.
     let poolIndex: Int
     /// Stealing — whether this scheduler is counted in `pool.spinning`. Its own thread.
@@ -180,6 +184,7 @@ public final class CoroutineScheduler: @unchecked Sendable {
         self.kind = kind
         self.poolIndex = poolIndex
         launchQueue = kind == .pool ? LaunchQueue() : nil
+        launchQueueUnretained = launchQueue.map(Unmanaged.passUnretained)
         loopRecord = .allocate(capacity: 1)
         loopRecord.initialize(to: ccoro_stack_record())
         SchedulerDirectory.shared.add(self)

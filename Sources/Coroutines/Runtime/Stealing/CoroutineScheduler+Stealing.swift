@@ -19,47 +19,52 @@ extension CoroutineScheduler {
     /// first (the shared queue's, the ring's oldest, else the stack's newest).
     /// - Complexity: O(1) (amortised, when a share of the shared queue is taken).
     @inline(__always)
-    func popPoolRunnable(_ launches: LaunchQueue) -> Unmanaged<Coroutine>? {
-        schedulingTick &+= 1
-        if launchIsDue || schedulingTick % Self.launchTurnInterval == 0 {
-            launchIsDue = false
-            if let l = poolReference.unsafelyUnwrapped._withUnsafeGuaranteedRef({ $0.takeInjected(for: self, max: 1) }) ?? launches.pop() {
-                return startPoolLaunch(l)
+    func popPoolRunnable() -> Unmanaged<Coroutine>? {
+        launchQueueUnretained.unsafelyUnwrapped._withUnsafeGuaranteedRef { launches in
+            schedulingTick &+= 1
+            if launchIsDue || schedulingTick % Self.launchTurnInterval == 0 {
+                launchIsDue = false
+                if let l = poolReference.unsafelyUnwrapped._withUnsafeGuaranteedRef({ $0.takeInjected(for: self, max: 1) }) ?? launches.pop() {
+                    return startPoolLaunch(l)
+                }
+                // The ring is empty: the stack's newest, or a coroutine that never leaves the run
+                // queue (a yield loop) would keep the stack's launches from starting forever.
+                if let c = launches.popNewest() { return startPoolLaunch(PoolLaunch(coroutine: c)) }
             }
-            // The ring is empty: the stack's newest, or a coroutine that never leaves the run
-            // queue (a yield loop) would keep the stack's launches from starting forever.
+            if let queued = runQueue.popFirst() {
+                return queued.isLaunchMarker ? materializeLaunch() : queued
+            }
             if let c = launches.popNewest() { return startPoolLaunch(PoolLaunch(coroutine: c)) }
+            if let l = launches.pop() { return startPoolLaunch(l) }
+            return nil
         }
-        if let queued = runQueue.popFirst() {
-            return queued.isLaunchMarker ? materializeLaunch() : queued
-        }
-        if let c = launches.popNewest() { return startPoolLaunch(PoolLaunch(coroutine: c)) }
-        if let l = launches.pop() { return startPoolLaunch(l) }
-        return nil
     }
 
-    /// ``popRunnable(if:)`` for a pool scheduler: the run queue's head, or, when the run queue is
-    /// empty, the oldest unstarted launch (started now, and left at the head of the run queue if
-    /// `canRun` refuses it). When a launch's turn is due, nil: the loop takes it.
+    /// ``popQueuedRunnable(if:)`` for a pool scheduler: the run queue's head, or, when the run
+    /// queue is empty, the newest unstarted launch of the stack, else the ring's oldest (started
+    /// now, and left at the head of the run queue if `canRun` refuses it). When a launch's turn
+    /// is due, nil: the loop takes it.
     @inline(__always)
-    func popPoolRunnable(_ launches: LaunchQueue, if canRun: (Coroutine) -> Bool) -> Unmanaged<Coroutine>? {
-        schedulingTick &+= 1
-        if schedulingTick % Self.launchTurnInterval == 0 && !launches.isEmpty {
-            launchIsDue = true
+    func popPoolRunnable(if canRun: (Coroutine) -> Bool) -> Unmanaged<Coroutine>? {
+        launchQueueUnretained.unsafelyUnwrapped._withUnsafeGuaranteedRef { launches in
+            schedulingTick &+= 1
+            if schedulingTick % Self.launchTurnInterval == 0 && !launches.isEmpty {
+                launchIsDue = true
+                return nil
+            }
+            guard runQueue.isEmpty else { return popQueuedRunnable(if: canRun) }
+            let entry: Unmanaged<Coroutine>
+            if let c = launches.popNewest() {
+                entry = startPoolLaunch(PoolLaunch(coroutine: c))
+            } else if let l = launches.pop() {
+                entry = startPoolLaunch(l)
+            } else {
+                return nil
+            }
+            if entry._withUnsafeGuaranteedRef(canRun) { return entry }
+            runQueue.append(entry)
             return nil
         }
-        guard runQueue.isEmpty else { return popQueuedRunnable(if: canRun) }
-        let entry: Unmanaged<Coroutine>
-        if let c = launches.popNewest() {
-            entry = startPoolLaunch(PoolLaunch(coroutine: c))
-        } else if let l = launches.pop() {
-            entry = startPoolLaunch(l)
-        } else {
-            return nil
-        }
-        if entry._withUnsafeGuaranteedRef(canRun) { return entry }
-        runQueue.append(entry)
-        return nil
     }
 
     /// Starts a pool launch taken from a queue: places its coroutine here (creating it if the
