@@ -38,7 +38,8 @@ extension Select {
         var polled = SelectCase.Polled()
         let ready: Int = withUnsafeMutablePointer(to: &polled) { polled in
             let total = n + (timeoutReady ? 1 : 0)
-            c.scheduler.randomPermutation(order, count: total)
+            // Borrowed: `c.scheduler` would retain and release it (a computed property).
+            c.placement._withUnsafeGuaranteedRef { $0.randomPermutation(order, count: total) }
             for k in 0..<total {
                 let i = order[k]
                 if i == n || (cases + i).performNonThrowing(.poll, UnsafeMutableRawPointer(polled)) { return i }
@@ -74,9 +75,10 @@ extension Select {
                 defer { records.deinitialize(count: n) }
                 selectUnlock(locks, lockCount)
                 let timer = timeoutBody == nil ? nil
-                    : c.scheduler.scheduleSelectTimeout(deadline: timeoutDeadline, WaitTicket(coroutine: c, epoch: epoch),
-                                                        o, index: n)
-                defer { if let timer { c.scheduler.cancelSelectTimeout(timer) } }
+                    : c.placement._withUnsafeGuaranteedRef {
+                        $0.scheduleSelectTimeout(deadline: timeoutDeadline, WaitTicket(coroutine: c, epoch: epoch), o, index: n)
+                    }
+                defer { if let timer { c.placement._withUnsafeGuaranteedRef { $0.cancelSelectTimeout(timer) } } }
                 // A send case's published value stays in its block until the select's cases are
                 // destroyed, after every waiter was withdrawn (or taken by the waker, which copied
                 // the value under the channel's lock before waking this coroutine).

@@ -341,7 +341,7 @@ public final class Coroutine: @unchecked Sendable, Hashable, CustomStringConvert
         if isPoolLaunch {
             unsafeDowncast(schedulerOwner, to: SchedulerPool.self).submit(PoolLaunch(coroutine: entry))
         } else {
-            scheduler.admit(entry)
+            placement._withUnsafeGuaranteedRef { $0.admit(entry) }
         }
     }
 
