@@ -189,3 +189,15 @@ func processorsAvailable() -> Int {
     #endif
     return ProcessInfo.processInfo.activeProcessorCount
 }
+
+/// Starts a thread that waits forever, before anything is measured, so that every workload —
+/// ours, the peers', the baseline build's in `Scripts/ab.sh` — runs in a process with more than
+/// one thread. glibc's `malloc` and `free` skip their arena lock only while a process has a
+/// single thread: a state that no program using the runtime is in (the stall monitor, pool
+/// schedulers, Dispatch and Swift concurrency all start threads), and that flattered whichever
+/// build happened to start none (measured: `spawn` 13 % faster in a one-thread process).
+func startIdleThread() {
+    let thread = Thread { while true { sleep(3_600) } }
+    thread.name = "bench-idle"
+    thread.start()
+}

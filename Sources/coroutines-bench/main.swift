@@ -7,6 +7,9 @@ import Glibc
 emit("WARNING: coroutines-bench was built in debug mode; figures are meaningless. Use `swift run -c release coroutines-bench`.")
 #endif
 
+// Every workload runs in a process with more than one thread (see `startIdleThread`).
+startIdleThread()
+
 let coreBenchmarks: [Benchmark] = [
     Benchmark(name: "switch",
               ours: Workload(name: "switch (asm ccoro_switch)", unit: "ns/switch", runs: 9) { rawSwitch(iterations: 5_000_000) },
