@@ -28,9 +28,10 @@ extension CoroutineScheduler {
     }
 
     /// Whether a dedicated (or temporary) scheduler, or a scheduler of a stopped pool, has
-    /// stopped for good: its thread has ended and no coroutine can run on it. Always false for
-    /// ``main`` (which can be driven again) and for the schedulers of the default pools (which
-    /// never stop).
+    /// stopped for good: it has closed, and no coroutine can run on it. Coroutines that never
+    /// started are finished on its thread right after it closes, before the thread ends. Always
+    /// false for ``main`` (which can be driven again) and for the schedulers of the default pools
+    /// (which never stop).
     public var isStopped: Bool { incoming.isClosed }
 
     /// Cancels every live coroutine of this scheduler (stop, runBlocking's error path).
