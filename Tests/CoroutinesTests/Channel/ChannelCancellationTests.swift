@@ -139,7 +139,7 @@ struct ChannelCancellationTests {
 
     /// The race between completion and a timeout, as <doc:Cancellation> states it.
     ///
-    /// Found by review; the test failed before its fix.
+    /// A regression test: it failed before its fix.
     @Test("a receive that completed as its timeout fired still returns its value")
     func completedReceiveInExpiredScopeKeepsItsValue() async throws {
         // The value is handed over before the scope's deadline passes; the body then spins past

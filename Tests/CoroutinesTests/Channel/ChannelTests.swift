@@ -567,7 +567,7 @@ struct ChannelBasicTests {
         #expect(count == 2)
     }
 
-    /// Found by review; the test failed before its fix.
+    /// A regression test: it failed before its fix.
     @Test("withTimeout around `for x in channel` throws timedOut although the loop swallowed it")
     func withTimeoutAroundIterator() async throws {
         let outcome = try await CoroutineTestKit.run { () -> String in

@@ -20,7 +20,7 @@ private typealias CK = ChannelTestKit
 struct ChannelWaitQueueStressTests {
     // MARK: Wakes across threads and close
 
-    /// Found in review 10 (channel hand-offs wake claimed coroutines without retaining them).
+    /// Guards an invariant (channel hand-offs wake claimed coroutines without retaining them).
     @Test("rendezvous ping-pong across two schedulers, handles dropped: every value once, nothing leaked")
     func crossSchedulerPingPong() async throws {
         try await ChannelTestKit.withSchedulers(2, "r10") { s in
@@ -48,10 +48,10 @@ struct ChannelWaitQueueStressTests {
         }
     }
 
-    /// Found in review 10 (`close` chains the claimed records of the waiters it wakes).
+    /// Guards an invariant (`close` chains the claimed records of the waiters it wakes).
     @Test("close races cancellation and timeouts of waiters on other schedulers: each waiter ends exactly once")
     func closeRacesCancelAndTimeout() async throws {
-        try await ChannelTestKit.withSchedulers(2, "r10-w") { s in
+        try await ChannelTestKit.withSchedulers(2, "w") { s in
             let (a, b) = (s[0], s[1])
             for round in 0..<30 {
                 let ch = Channel<Int>()
@@ -89,10 +89,10 @@ struct ChannelWaitQueueStressTests {
         }
     }
 
-    /// Found in review 10 (`close` chains the claimed records of the waiters it wakes).
+    /// Guards an invariant (`close` chains the claimed records of the waiters it wakes).
     @Test("close from a plain thread wakes a hundred waiters on two schedulers, chained; all see the close")
     func closeWakesManyChained() async throws {
-        try await ChannelTestKit.withSchedulers(2, "r10-c") { s in
+        try await ChannelTestKit.withSchedulers(2, "c") { s in
             let (a, b) = (s[0], s[1])
             for _ in 0..<10 {
                 let ch = Channel<Int>()
@@ -133,7 +133,7 @@ struct ChannelWaitQueueStressTests {
 
     // MARK: Bridged (async) operations
 
-    /// Found in review 11 (a coroutine that never runs borrows its scheduler and tells its
+    /// Guards an invariant (a coroutine that never runs borrows its scheduler and tells its
     /// unretained observers, a promise, channel or mailbox, exactly once).
     @Test("async channel receives (bridge coroutines) cancelled at every moment: each task ends once, no value lost")
     func bridgeCancelRaces() async throws {

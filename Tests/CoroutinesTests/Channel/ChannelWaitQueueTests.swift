@@ -88,10 +88,10 @@ struct ChannelWaitQueueTests {
         #expect(order == [1, 0])
     }
 
-    /// Found in review 10 (the wait queue caches its head record's coroutine).
+    /// Guards an invariant (the wait queue caches its head record's coroutine).
     @Test("ChannelWaitQueue: headCoroutine is the head record's coroutine after every append, pop and remove")
     func headCoroutineInvariant() throws {
-        let s = CoroutineScheduler(name: "r10-ids")
+        let s = CoroutineScheduler(name: "ids")
         s.stop()
         var ids: [Coroutine] = []
         for _ in 0..<6 { ids.append(Coroutine.launch(on: s) {}) }
@@ -132,10 +132,10 @@ struct ChannelWaitQueueTests {
         }
     }
 
-    /// Found in review 10 (`close` chains the claimed records of the waiters it wakes).
+    /// Guards an invariant (`close` chains the claimed records of the waiters it wakes).
     @Test("ChannelStateMachine.close chains only claimed records, receivers then senders, and leaves none linked")
     func closeChainsClaimedRecords() throws {
-        let s = CoroutineScheduler(name: "r10-chain")
+        let s = CoroutineScheduler(name: "chain")
         s.stop()
         let x = Coroutine.launch(on: s) {}, y = Coroutine.launch(on: s) {}, z = Coroutine.launch(on: s) {}
         let ex = x.armEpoch(), ey = y.armEpoch(), ez = z.armEpoch()

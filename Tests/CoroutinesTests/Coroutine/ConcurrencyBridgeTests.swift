@@ -307,7 +307,7 @@ struct CoroutineRunBridgeTests {
         await #expect(throws: PromiseTestError.boom) { try await run.value }
     }
 
-    /// Found in review 10 (the run queue holds no references to its coroutines).
+    /// Guards an invariant (the run queue holds no references to its coroutines).
     @Test("a body that throws in runBlocking-style drive cancels queued unstarted coroutines; all freed")
     func runErrorCancelsQueued() async throws {
         struct Boom: Error {}
@@ -325,7 +325,7 @@ struct CoroutineRunBridgeTests {
         #expect(weak.alive == 0)
     }
 
-    /// Found in review round 2.
+    /// A regression test: it failed before its fix.
     @Test("Coroutine.run whose body throws cancels a sibling that keeps the run queue busy, then rethrows")
     func bodyThrowsWhileSiblingSpins() async throws {
         struct Fail: Error {}

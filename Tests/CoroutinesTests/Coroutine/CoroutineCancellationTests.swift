@@ -419,7 +419,7 @@ struct CoroutineCancellationTests {
     /// allocator's lock, and the chain's coroutines cancelled and queued but not yet run). So
     /// the limit is 120 s, and the watchdog lists what was still live.
     ///
-    /// Found by review; the test failed before its fix.
+    /// A regression test: it failed before its fix.
     @Test("cancelling the root of a 3,000-generation chain of children cancels them all without overflowing")
     func deepCancellationChain() async throws {
         let depth = 3_000
@@ -475,7 +475,7 @@ struct CoroutineCancellationTests {
         }
     }
 
-    /// Found by review; the test failed before its fix.
+    /// A regression test: it failed before its fix.
     @Test("cancel(after:) on coroutines of a stopped scheduler neither crashes nor arms anything")
     func cancelAfterOnStoppedScheduler() async throws {
         let s = CoroutineScheduler(name: "stopped")

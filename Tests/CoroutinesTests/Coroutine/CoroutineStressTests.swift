@@ -19,7 +19,7 @@ private typealias Tally = CoroutineTestKit.Tally
 struct CoroutineStressTests {
     // MARK: Lifetimes
 
-    /// Found in review 10 (the run queue holds no references to its coroutines).
+    /// Guards an invariant (the run queue holds no references to its coroutines).
     @Test("handles dropped at once: yields, direct switches and finishes interleave; every coroutine freed")
     func droppedHandlesYieldAndFinish() async throws {
         let weak = Kit.WeakCoroutines()
@@ -52,11 +52,11 @@ struct CoroutineStressTests {
 
     // MARK: Cancellation of parents and children
 
-    /// Found in review 11 (parent and child links are guarded by a spin lock, without reference
+    /// Guards an invariant (parent and child links are guarded by a spin lock, without reference
     /// counting).
     @Test("a parent cancelled from a plain thread while it launches children onto two schedulers and they finish: all children end, the list empties")
     func parentCancelRacesLaunches() async throws {
-        try await ChannelTestKit.withSchedulers(2, "r11-pc") { s in
+        try await ChannelTestKit.withSchedulers(2, "pc") { s in
             let weak = Kit.WeakCoroutines()
             for round in 0..<40 {
                 let launched = Kit.Counter()
@@ -105,11 +105,11 @@ struct CoroutineStressTests {
         }
     }
 
-    /// Found in review 11 (parent and child links are guarded by a spin lock, without reference
+    /// Guards an invariant (parent and child links are guarded by a spin lock, without reference
     /// counting).
     @Test("cancel of a parent from many threads at once while children launched on other schedulers unlink: no child missed, none freed early")
     func concurrentCancelsWalkChildren() async throws {
-        try await ChannelTestKit.withSchedulers(3, "r11-cc") { s in
+        try await ChannelTestKit.withSchedulers(3, "cc") { s in
             for round in 0..<20 {
                 let gate = Promise<Void>()
                 let ready = WaitGroup()
@@ -141,11 +141,11 @@ struct CoroutineStressTests {
 
     // MARK: Observers and joins racing the finish
 
-    /// Found in review 11 (a coroutine finishes without reference counting while others observe
+    /// Guards an invariant (a coroutine finishes without reference counting while others observe
     /// it).
     @Test("isFinished, error, dumpAll and joins from coroutines and tasks race the finish: consistent answers, every join returns")
     func observersRaceFinish() async throws {
-        try await ChannelTestKit.withSchedulers(2, "r11-obs") { s in
+        try await ChannelTestKit.withSchedulers(2, "obs") { s in
             let stop = Atomic<Bool>(false)
             let dumps = Kit.Counter()
             // dumpAll from a plain thread the whole time (walks registries under the spin lock).
@@ -160,7 +160,7 @@ struct CoroutineStressTests {
             let inconsistent = Kit.Log<String>()
             let n = 400
             let coroutines = (0..<n).map { i in
-                Coroutine.launch(on: s[i % 2], name: "r11-obs-\(i)") {
+                Coroutine.launch(on: s[i % 2], name: "obs-\(i)") {
                     if i % 2 == 0 { try Coroutine.yield() }
                     if i % 25 == 0 { throw Kit.NumberedBoom(n: i) }   // reported as unobserved: keep them few
                 }
@@ -190,11 +190,11 @@ struct CoroutineStressTests {
         }
     }
 
-    /// Found in review 11 (a coroutine finishes without reference counting while others observe
+    /// Guards an invariant (a coroutine finishes without reference counting while others observe
     /// it).
     @Test("joins of Coroutine.async promises and of launched coroutines from a plain thread race the finish on a busy scheduler")
     func promiseAwaitRacesFinishFromThreads() async throws {
-        try await ChannelTestKit.withSchedulers(2, "r11-paf") { s in
+        try await ChannelTestKit.withSchedulers(2, "paf") { s in
             let wrong = Kit.Counter()
             try await Kit.onPlainThreads(2) { t in
                 do {
@@ -234,7 +234,7 @@ struct CoroutineStressTests {
         }
     }
 
-    /// Found in review 12 (`Coroutine.async` from a coroutine onto its own scheduler creates its
+    /// Guards an invariant (`Coroutine.async` from a coroutine onto its own scheduler creates its
     /// coroutine only when the launch reaches the head of the run queue).
     @Test("cancelling Coroutine.run's task ends a chain of Coroutine.async launches whose parents have finished",
           arguments: [false, true])
@@ -255,7 +255,7 @@ struct CoroutineStressTests {
                 "the chain outlived the cancellation of Coroutine.run: \(links.value - atCancel) links after it")
     }
 
-    /// Found in review 12 (`Coroutine.async` from a coroutine onto its own scheduler creates its
+    /// Guards an invariant (`Coroutine.async` from a coroutine onto its own scheduler creates its
     /// coroutine only when the launch reaches the head of the run queue).
     @Test("runBlocking's body throws while a chain of Coroutine.async launches runs: the chain ends",
           arguments: [false, true])
@@ -281,13 +281,13 @@ struct CoroutineStressTests {
         #expect(hitLimit.value == 0, "the chain went on after runBlocking's body threw (\(links.value) links)")
     }
 
-    /// Found in review 12 (`Coroutine.async` from a coroutine onto its own scheduler creates its
+    /// Guards an invariant (`Coroutine.async` from a coroutine onto its own scheduler creates its
     /// coroutine only when the launch reaches the head of the run queue).
     @Test("stop() from another thread ends a chain of Coroutine.async launches whose parents have finished")
     func stopEndsAsyncChain() async throws {
         let links = Kit.Counter()
         let hitLimit = Kit.Counter()
-        let s = CoroutineScheduler(name: "r12-chain-stop")
+        let s = CoroutineScheduler(name: "chain-stop")
         // Generous: only a chain that outlives its cancellation gets near it (under TSan, with
         // other suites running, 1,000 links once took more than 2 s).
         let limit = ContinuousClock.now + .seconds(30)
@@ -299,12 +299,12 @@ struct CoroutineStressTests {
         #expect(s.liveCount == 0)
     }
 
-    /// Found in review 12 (`Coroutine.async` from a coroutine onto its own scheduler creates its
+    /// Guards an invariant (`Coroutine.async` from a coroutine onto its own scheduler creates its
     /// coroutine only when the launch reaches the head of the run queue).
     @Test("a parent cancelled from a plain thread while its Coroutine.async children are pending or starting: none escapes, all settle, all released",
           arguments: 0..<4)
     func parentCancelRacesMaterialization(round: Int) async throws {
-        try await Kit.withScheduler("r12-parent-\(round)") { s in
+        try await Kit.withScheduler("parent-\(round)") { s in
             let released = Kit.Counter()
             let weak = Kit.WeakCoroutines()
             let cancelReturned = Atomic<Bool>(false)
@@ -351,11 +351,11 @@ struct CoroutineStressTests {
         }
     }
 
-    /// Found in review 12 (`Coroutine.async` from a coroutine onto its own scheduler creates its
+    /// Guards an invariant (`Coroutine.async` from a coroutine onto its own scheduler creates its
     /// coroutine only when the launch reaches the head of the run queue).
     @Test("a burst of pending launches on a fresh scheduler (no cached stack for the direct switch) interleaved with wake-ups of a consumer: each woken run comes after the launches queued before it")
     func orderWithWakeups() async throws {
-        try await Kit.withScheduler("r12-wakeups") { s in
+        try await Kit.withScheduler("wakeups") { s in
             let log = Kit.Log<Int>()
             let ch = Channel<Int>(capacity: .unbounded)
             let consumer = Coroutine.launch(on: s) {
@@ -383,7 +383,7 @@ struct CoroutineStressTests {
         }
     }
 
-    /// Found in review 12 (`Coroutine.async` from a coroutine onto its own scheduler creates its
+    /// Guards an invariant (`Coroutine.async` from a coroutine onto its own scheduler creates its
     /// coroutine only when the launch reaches the head of the run queue, and `dumpAll()` lists the
     /// launches not started yet).
     @Test("a 111,111-coroutine fan-out of Coroutine.async with dumpAll racing from another thread: right sum, pending counts sane, liveCount back to 0")
@@ -419,7 +419,7 @@ struct CoroutineStressTests {
         #expect(s.pendingLaunchCount.load(ordering: .relaxed) == 0)
     }
 
-    /// Found in review 12 (`Coroutine.async` from a coroutine onto its own scheduler creates its
+    /// Guards an invariant (`Coroutine.async` from a coroutine onto its own scheduler creates its
     /// coroutine only when the launch reaches the head of the run queue).
     @Test("Coroutine.run and runBlocking return only after every pending launch ran (a chain of 10,000 and a fan of 10,000 left behind by the body)")
     func runWaitsForPendingLaunches() async throws {
@@ -445,7 +445,7 @@ struct CoroutineStressTests {
         #expect(ran.value == 40_000)
     }
 
-    /// Found in review 12b (pending launches keep their bodies in a ring of their own,
+    /// Guards an invariant (pending launches keep their bodies in a ring of their own,
     /// `PendingLaunchQueue`).
     @Test("20,000 Coroutine.async launched without yielding (2,000 with COROUTINES_HEAVY_TESTS=0), after the ring's head moved: they start in order, every body and coroutine is released once, nothing stays pending",
           arguments: [false, true])
@@ -496,7 +496,7 @@ struct CoroutineStressTests {
         #expect(await Kit.eventually(timeout: .seconds(20)) { s.liveCount == 0 })
     }
 
-    /// Found in review 12b (a lazily created `Coroutine.async` coroutine links its promise only
+    /// Guards an invariant (a lazily created `Coroutine.async` coroutine links its promise only
     /// when its body starts).
     @Test("a parent cancelled by a sibling while 3,000 Coroutine.async children are pending: the same outcomes lazily and eagerly (rejected with CancellationError, observers once, onCancel never, bodies released once)",
           arguments: [false, true])

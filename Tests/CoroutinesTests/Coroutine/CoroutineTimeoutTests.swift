@@ -170,7 +170,7 @@ struct CoroutineTimeoutTests {
         #expect(elapsed < .seconds(10))
     }
 
-    /// Found in review 10 (a coroutine counts its expired timeout scopes).
+    /// Guards an invariant (a coroutine counts its expired timeout scopes).
     @Test("nested withTimeout: inner expiry swallowed, outer keeps suspending; the count returns to zero")
     func nestedTimeoutSwallowed() async throws {
         let results = try await Kit.run { () -> [String] in
@@ -219,7 +219,7 @@ struct CoroutineTimeoutTests {
         ])
     }
 
-    /// Found in review 10 (a coroutine counts its expired timeout scopes).
+    /// Guards an invariant (a coroutine counts its expired timeout scopes).
     @Test("outer scope expires while an inner one runs: the inner rethrows, the outer reports, count back to zero")
     func outerExpiresDuringInner() async throws {
         let (outcome, count) = try await Kit.run { () -> (String, Int) in
@@ -276,7 +276,7 @@ struct CoroutineTimeoutTests {
         #expect(log == ["body runs", "\(CoroutineError.timedOut)"])
     }
 
-    /// Found by review; the test failed before its fix.
+    /// A regression test: it failed before its fix.
     @Test("withTimeout with zero duration times out the first suspending call, even a yield")
     func zeroTimeoutTimesOutFirstSuspension() async throws {
         let outcomes = try await Kit.run {

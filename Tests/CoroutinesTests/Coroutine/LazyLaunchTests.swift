@@ -181,7 +181,7 @@ struct LazyLaunchTests {
 
     // MARK: Cancellation of everything on the scheduler
 
-    /// Found in review 12 (`Coroutine.async` from a coroutine onto its own scheduler creates its
+    /// Guards an invariant (`Coroutine.async` from a coroutine onto its own scheduler creates its
     /// coroutine only when the launch reaches the head of the run queue).
     @Test("runBlocking's body throws: a Coroutine.async queued by a coroutine that already finished is cancelled, as one created at launch is",
           arguments: [false, true])
@@ -212,7 +212,7 @@ struct LazyLaunchTests {
 
     // MARK: Settlement by something other than cancel()
 
-    /// Found in review 12 (`Coroutine.async` from a coroutine onto its own scheduler creates its
+    /// Guards an invariant (`Coroutine.async` from a coroutine onto its own scheduler creates its
     /// coroutine only when the launch reaches the head of the run queue).
     @Test("fulfilling or rejecting a Coroutine.async promise before its coroutine starts does not skip the body (only cancel() does)",
           arguments: [false, true])
@@ -234,11 +234,11 @@ struct LazyLaunchTests {
 
     // MARK: Stop
 
-    /// Found in review 12 (`Coroutine.async` from a coroutine onto its own scheduler creates its
+    /// Guards an invariant (`Coroutine.async` from a coroutine onto its own scheduler creates its
     /// coroutine only when the launch reaches the head of the run queue).
     @Test("stop() from inside a coroutine that keeps launching Coroutine.async children after it: later ones finish as stopped, none runs")
     func stopFromInsideThenKeepLaunching() async throws {
-        let s = CoroutineScheduler(name: "r12-stop-inside")
+        let s = CoroutineScheduler(name: "stop-inside")
         let ranAfterStop = Kit.Counter()
         let released = Kit.Counter()
         let after = Kit.Box<[Promise<Int>]>([])
@@ -263,11 +263,11 @@ struct LazyLaunchTests {
 
     // MARK: Start order
 
-    /// Found in review 12 (`Coroutine.async` from a coroutine onto its own scheduler creates its
+    /// Guards an invariant (`Coroutine.async` from a coroutine onto its own scheduler creates its
     /// coroutine only when the launch reaches the head of the run queue).
     @Test("start order is FIFO across a woken coroutine, Coroutine.async (implicit and explicit scheduler), launch and a yielding child")
     func fifoAcrossWokenAsyncAndLaunch() async throws {
-        try await Kit.withScheduler("r12-fifo") { s in
+        try await Kit.withScheduler("fifo") { s in
             let log = Kit.Log<String>()
             try await Coroutine.async(on: s) { () throws -> Void in
                 let gate = Promise<Void>()
@@ -306,7 +306,7 @@ struct LazyLaunchTests {
         }
     }
 
-    /// Found in review 12 (`Coroutine.async` from a coroutine onto its own scheduler creates its
+    /// Guards an invariant (`Coroutine.async` from a coroutine onto its own scheduler creates its
     /// coroutine only when the launch reaches the head of the run queue).
     @Test("Coroutine.async from deinits of a body's captures and locals, released as a coroutine ends: it runs and Coroutine.run waits for it")
     func asyncFromDeinitAtFinish() async throws {
@@ -335,7 +335,7 @@ struct LazyLaunchTests {
         deinit { box.value = Coroutine.async { 9 } }
     }
 
-    /// Found in review 12 (`Coroutine.async` from a coroutine onto its own scheduler creates its
+    /// Guards an invariant (`Coroutine.async` from a coroutine onto its own scheduler creates its
     /// coroutine only when the launch reaches the head of the run queue).
     @Test("a cancelled parent kept alive only by its pending child's launch: its error's deinit runs during materialization and launches again")
     func parentReleasedDuringMaterialization() async throws {
@@ -359,7 +359,7 @@ struct LazyLaunchTests {
         #expect(Kit.describe(try #require(spawned.value).result) == "value 9")
     }
 
-    /// Found in review 12 (`Coroutine.async` from a coroutine onto its own scheduler creates its
+    /// Guards an invariant (`Coroutine.async` from a coroutine onto its own scheduler creates its
     /// coroutine only when the launch reaches the head of the run queue).
     @Test("Coroutine.async from a generator body hosted by a coroutine: FIFO with launches, values delivered, a cancelled host cancels them")
     func asyncFromGeneratorBody() async throws {
@@ -395,7 +395,7 @@ struct LazyLaunchTests {
         #expect(cancelled == ["cancelled", "cancelled", "cancelled"])
     }
 
-    /// Found in review 12 (`Coroutine.async` from a coroutine onto its own scheduler creates its
+    /// Guards an invariant (`Coroutine.async` from a coroutine onto its own scheduler creates its
     /// coroutine only when the launch reaches the head of the run queue).
     @Test("Coroutine.async inside an actor body, a produce() body, withTimeout and a select handler")
     func asyncFromActorProduceTimeoutSelect() async throws {
@@ -499,7 +499,7 @@ struct LazyLaunchTests {
 
     // MARK: The coroutine a lazily started body runs in
 
-    /// Found in review 12b (a lazily created `Coroutine.async` coroutine links its promise only
+    /// Guards an invariant (a lazily created `Coroutine.async` coroutine links its promise only
     /// when its body starts).
     @Test("Coroutine.current inside a lazily started body: its own coroutine (not the parent's), stable across suspensions, joinable, finished with no error, then freed")
     func currentInsideLazyBody() async throws {
@@ -540,7 +540,7 @@ struct LazyLaunchTests {
         #expect(await Kit.eventually(timeout: .seconds(20)) { weak.alive == 0 }, "\(weak.alive) coroutines alive")
     }
 
-    /// Found in review 12b (a lazily created `Coroutine.async` coroutine links its promise only
+    /// Guards an invariant (a lazily created `Coroutine.async` coroutine links its promise only
     /// when its body starts).
     @Test("withTimeout inside a lazily started body: the delay is interrupted, the promise rejects with timedOut, the coroutine is freed")
     func withTimeoutInsideLazyBody() async throws {
@@ -570,7 +570,7 @@ struct LazyLaunchTests {
         #expect(await Kit.eventually(timeout: .seconds(20)) { weak.alive == 0 }, "\(weak.alive) coroutines alive")
     }
 
-    /// Found in review 12b (a lazily created `Coroutine.async` coroutine links its promise only
+    /// Guards an invariant (a lazily created `Coroutine.async` coroutine links its promise only
     /// when its body starts).
     @Test("cancel(after:) on a lazily started coroutine (Coroutine.current): it fires into a delay and rejects the promise; armed by a body that ends first, its timer does not keep the coroutine alive")
     func cancelAfterOnLazyCoroutine() async throws {
@@ -606,7 +606,7 @@ struct LazyLaunchTests {
 
     // MARK: Promise.cancel() once the body started
 
-    /// Found in review 12b (a lazily created `Coroutine.async` coroutine links its promise only
+    /// Guards an invariant (a lazily created `Coroutine.async` coroutine links its promise only
     /// when its body starts).
     @Test("Promise.cancel() from a sibling coroutine after a lazily created body started cancels its coroutine: the delay throws at once, onCancel runs once, the coroutine is freed",
           arguments: [false, true])
@@ -643,7 +643,7 @@ struct LazyLaunchTests {
         #expect(await Kit.eventually(timeout: .seconds(20)) { weak.alive == 0 }, "\(weak.alive) coroutines alive")
     }
 
-    /// Found in review 12b (a lazily created `Coroutine.async` coroutine links its promise only
+    /// Guards an invariant (a lazily created `Coroutine.async` coroutine links its promise only
     /// when its body starts).
     @Test("a lazily started body cancelling its own promise: the promise says cancelled, the next suspension throws, the body's later fulfil does not override")
     func bodyCancelsOwnPromise() async throws {

@@ -121,7 +121,7 @@ struct UnobservedErrorTests {
 extension UnobservedErrorTests {
     @Suite("Unstarted coroutines")
     struct UnstartedNotReported {
-        /// Found in review round 2.
+        /// A regression test: it failed before its fix.
         @Test("a launch onto a stopped scheduler finishes with schedulerStopped and is not reported as unobserved")
         func stoppedLaunchIsNotReported() async throws {
             let reports = Kit.Log<String>()

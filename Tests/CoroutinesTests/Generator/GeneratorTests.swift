@@ -511,10 +511,10 @@ struct GeneratorTests {
 
     // MARK: Timeout scopes
 
-    /// Found in review 10 (a coroutine counts its expired timeout scopes).
+    /// Guards an invariant (a coroutine counts its expired timeout scopes).
     @Test("a generator suspended inside withTimeout, resumed by another coroutine after its first host finished")
     func generatorTimeoutScopeOutlivesHost() async throws {
-        try await Kit.withScheduler("r10-gen") { s in
+        try await Kit.withScheduler("gen") { s in
             let slot = GeneratorSlot()
             let weak = WeakCoroutineRef()
             func startHost(_ duration: Duration) async throws {

@@ -314,7 +314,7 @@ struct PromiseTimeoutTests {
         #expect(outcome == "rejected: \(PromiseError.timedOut)")
     }
 
-    /// Found by review; the test failed before its fix.
+    /// A regression test: it failed before its fix.
     @Test("Promise.timeout armed on a dedicated scheduler still fires after that scheduler stopped")
     func promiseTimeoutOutlivesStoppedScheduler() async throws {
         // Given a timeout armed from a coroutine on a scheduler that is then stopped

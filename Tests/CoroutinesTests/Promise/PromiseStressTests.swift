@@ -25,11 +25,11 @@ private final class Indices: Sendable {
 struct PromiseStressTests {
     // MARK: Promise.cancel racing the coroutine of Coroutine.async
 
-    /// Found in review 11 (`Promise.cancel` reaches the coroutine of a `Coroutine.async` through an
+    /// Guards an invariant (`Promise.cancel` reaches the coroutine of a `Coroutine.async` through an
     /// unretained link, and the await of a settled promise takes a fast path).
     @Test("Coroutine.async promises cancelled from plain threads while their coroutines finish: each settles once, every coroutine freed")
     func asyncCancelRacesFinish() async throws {
-        try await ChannelTestKit.withSchedulers(2, "r11-acf") { s in
+        try await ChannelTestKit.withSchedulers(2, "acf") { s in
             let weak = Kit.WeakCoroutines()
             let bad = Kit.Log<String>()
             let ran = Kit.Counter()
@@ -78,11 +78,11 @@ struct PromiseStressTests {
         }
     }
 
-    /// Found in review 11 (`Promise.cancel` reaches the coroutine of a `Coroutine.async` through an
+    /// Guards an invariant (`Promise.cancel` reaches the coroutine of a `Coroutine.async` through an
     /// unretained link, and the await of a settled promise takes a fast path).
     @Test("Coroutine.async cancelled before it starts (queued behind a busy coroutine): the body never runs, the promise says cancelled")
     func asyncCancelledBeforeStart() async throws {
-        try await Kit.withScheduler("r11-acbs") { s in
+        try await Kit.withScheduler("acbs") { s in
             for round in 0..<5 {
                 let release = Atomic<Bool>(false)
                 let busy = Promise<Void>()
@@ -115,11 +115,11 @@ struct PromiseStressTests {
         }
     }
 
-    /// Found in review 11 (`Promise.cancel` reaches the coroutine of a `Coroutine.async` through an
+    /// Guards an invariant (`Promise.cancel` reaches the coroutine of a `Coroutine.async` through an
     /// unretained link, and the await of a settled promise takes a fast path).
     @Test("Coroutine.async suspended in its body, its promise cancelled from another thread: the body sees the cancellation, all freed")
     func asyncCancelWhileSuspended() async throws {
-        try await ChannelTestKit.withSchedulers(2, "r11-acws") { s in
+        try await ChannelTestKit.withSchedulers(2, "acws") { s in
             let weak = Kit.WeakCoroutines()
             let sawCancel = Kit.Counter()
             let gate = Promise<Void>()
@@ -150,11 +150,11 @@ struct PromiseStressTests {
 
     // MARK: Promise.cancel racing the start of a lazily created coroutine
 
-    /// Found in review 12 (`Coroutine.async` from a coroutine onto its own scheduler creates its
+    /// Guards an invariant (`Coroutine.async` from a coroutine onto its own scheduler creates its
     /// coroutine only when the launch reaches the head of the run queue).
     @Test("Promise.cancel from a plain thread racing materialization: each promise settles once, observers run once, no body escapes a cancel() that returned, all released")
     func promiseCancelRacesMaterialization() async throws {
-        try await Kit.withScheduler("r12-pcancel") { s in
+        try await Kit.withScheduler("pcancel") { s in
             let n = 3000, batch = 50
             let released = Kit.Counter()
             let weak = Kit.WeakCoroutines()
@@ -218,7 +218,7 @@ struct PromiseStressTests {
         }
     }
 
-    /// Found in review 12b (a lazily created `Coroutine.async` coroutine links its promise only
+    /// Guards an invariant (a lazily created `Coroutine.async` coroutine links its promise only
     /// when its body starts).
     @Test("Promise.cancel() from a plain thread, round by round, landing around the moment the body starts: each promise cancelled once (onCancel and observers once); a body that started is cancelled by the time cancel() returns; every body and coroutine released once")
     func lockStepCancelAtStart() async throws {

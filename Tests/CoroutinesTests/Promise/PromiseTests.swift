@@ -322,7 +322,7 @@ struct PromiseAwaitTests {
         #expect(outcome == "4, other")
     }
 
-    /// Found in review 11 (`Promise.cancel` reaches the coroutine of a `Coroutine.async` through an
+    /// Guards an invariant (`Promise.cancel` reaches the coroutine of a `Coroutine.async` through an
     /// unretained link, and the await of a settled promise takes a fast path).
     @Test("await of a settled promise still checks cancellation and an expired timeout first, and needs no suspension")
     func settledAwaitChecksInterrupts() async throws {

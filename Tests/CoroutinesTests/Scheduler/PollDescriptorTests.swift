@@ -188,7 +188,7 @@ struct PollDescriptorTests {
         }
     }
 
-    /// Found by review; the test failed before its fix.
+    /// A regression test: it failed before its fix.
     @Test("two coroutines waiting for the same descriptor are both woken when it becomes readable")
     func twoReadersOneDescriptor() async throws {
         let (r, w) = try Kit.makePipe()

@@ -15,13 +15,13 @@ private typealias Tally = CoroutineTestKit.Tally
 /// mappings). .ci/run runs the stress suites apart from the others under ThreadSanitizer.
 @Suite("Schedulers stopped under races", .serialized)
 struct SchedulerStressTests {
-    /// Found in review 10 (the run queue holds no references to its coroutines).
+    /// Guards an invariant (the run queue holds no references to its coroutines).
     @Test("unstarted coroutines cancelled while queued, then the scheduler stopped: each finishes once and is freed")
     func unstartedCancelledThenStopped() async throws {
         for round in 0..<10 {
             let weak = Kit.WeakCoroutines()
             let released = Kit.Counter()
-            let s = CoroutineScheduler(name: "r10-stop-\(round)")
+            let s = CoroutineScheduler(name: "stop-\(round)")
             let started = Promise<Void>()
             // A coroutine that keeps the run queue busy until the stop.
             weak.add(Coroutine.launch(on: s) {
@@ -52,12 +52,12 @@ struct SchedulerStressTests {
         }
     }
 
-    /// Found in review 11 (a coroutine that never runs borrows its scheduler and tells its
+    /// Guards an invariant (a coroutine that never runs borrows its scheduler and tells its
     /// unretained observers, a promise, channel or mailbox, exactly once).
     @Test("launches from two threads race a stop: every promise, channel and actor of a coroutine that never ran is told exactly once")
     func launchesRaceStop() async throws {
         for round in 0..<8 {
-            let s = CoroutineScheduler(name: "r11-race-stop-\(round)")
+            let s = CoroutineScheduler(name: "race-stop-\(round)")
             let released = Kit.Counter()
             let ran = Kit.Counter()
             let results = Kit.Log<String>()
@@ -107,13 +107,13 @@ struct SchedulerStressTests {
         }
     }
 
-    /// Found in review 12 (`Coroutine.async` from a coroutine onto its own scheduler creates its
+    /// Guards an invariant (`Coroutine.async` from a coroutine onto its own scheduler creates its
     /// coroutine only when the launch reaches the head of the run queue).
     @Test("stop() from a plain thread with thousands of Coroutine.async launches pending: each promise settles once, each body released once, nothing alive",
           arguments: [true, false])
     func stopWithThousandsPending(holdThread: Bool) async throws {
         let n = 5000
-        let s = CoroutineScheduler(name: "r12-stop-\(holdThread)")
+        let s = CoroutineScheduler(name: "stop-\(holdThread)")
         let released = Kit.Counter()
         let ran = Kit.Counter()
         let weak = Kit.WeakCoroutines()

@@ -106,11 +106,11 @@ struct SchedulerTests {
         #expect(!s.isStopped)
     }
 
-    /// Found in review 11 (a coroutine that never runs borrows its scheduler and tells its
+    /// Guards an invariant (a coroutine that never runs borrows its scheduler and tells its
     /// unretained observers, a promise, channel or mailbox, exactly once).
     @Test("produce, actor, async, launch onto a stopped scheduler, every other reference dropped at once: each observer told once, bodies released once")
     func neverRanOnStoppedScheduler() async throws {
-        let s = CoroutineScheduler(name: "r11-stopped")
+        let s = CoroutineScheduler(name: "stopped")
         s.stop()
         #expect(await Kit.eventually { s.isStopped })
         let released = Kit.Counter()
@@ -144,11 +144,11 @@ struct SchedulerTests {
         for r in replies { #expect(r.isRejected) }
     }
 
-    /// Found in review 11 (a coroutine that never runs borrows its scheduler and tells its
+    /// Guards an invariant (a coroutine that never runs borrows its scheduler and tells its
     /// unretained observers, a promise, channel or mailbox, exactly once).
     @Test("children launched from a coroutine onto a stopped scheduler unlink from their parent at once (no child left in the list)")
     func childrenOnStoppedSchedulerUnlink() async throws {
-        let stopped = CoroutineScheduler(name: "r11-stopped-child")
+        let stopped = CoroutineScheduler(name: "stopped-child")
         stopped.stop()
         #expect(await Kit.eventually { stopped.isStopped })
         let outcome = try await Kit.run { () -> [String] in

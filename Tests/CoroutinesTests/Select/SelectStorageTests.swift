@@ -297,7 +297,7 @@ struct SelectStorageTests {
 
     enum Loser: CaseIterable, Sendable { case receiveWins, otherSendWins, timeoutWins, cancelled }
 
-    /// Found by review; the test failed before its fix.
+    /// A regression test: it failed before its fix.
     @Test("a select's send case that does not win leaves no copy of its value alive", arguments: Loser.allCases)
     func losingSendCaseReleasesItsValue(_ loser: Loser) async throws {
         let live = Live()

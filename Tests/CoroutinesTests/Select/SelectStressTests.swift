@@ -16,10 +16,10 @@ private typealias Item = ChannelTestKit.Item
 struct SelectStressTests {
     // MARK: Close, cancellation and timeouts racing selects
 
-    /// Found in review 10 (`close` chains the claimed records of the waiters it wakes).
+    /// Guards an invariant (`close` chains the claimed records of the waiters it wakes).
     @Test("close races selects naming one channel twice, on three schedulers: each select ends once, closed or with a value")
     func closeRacesSelectSameChannelTwice() async throws {
-        try await ChannelTestKit.withSchedulers(3, "r10-sel") { schedulers in
+        try await ChannelTestKit.withSchedulers(3, "sel") { schedulers in
             let weak = Kit.WeakCoroutines()
             for round in 0..<40 {
                 let ch = Channel<Int>()

@@ -11,7 +11,7 @@ private typealias Kit = CoroutineTestKit
 /// mappings). .ci/run runs the stress suites apart from the others under ThreadSanitizer.
 @Suite("Coroutine stacks under races", .serialized)
 struct StackStressTests {
-    /// Found in review 10 (coloured stacks).
+    /// Guards an invariant (coloured stacks).
     @Test("guarded stacks mapped from several plain threads at once: no data race on the page size")
     func concurrentGuardedMaps() async throws {
         // Under ThreadSanitizer this reported a race on `ccoro_page_size`'s lazily filled static,

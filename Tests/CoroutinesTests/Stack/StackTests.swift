@@ -122,7 +122,7 @@ struct StackTests {
 
     // MARK: Guard regions and canaries
 
-    /// Found in review 10 (coloured stacks).
+    /// Guards an invariant (coloured stacks).
     @Test("guarded stacks of several sizes: guard >= 64 KiB, whole stack writable, top inside the mapping")
     func guardedStacksGuardAndBounds() throws {
         let page = Int(ccoro_page_size())
@@ -146,7 +146,7 @@ struct StackTests {
         }
     }
 
-    /// Found in review 10 (coloured stacks).
+    /// Guards an invariant (coloured stacks).
     @Test("slab slots: using a whole slot and releasing its memory leaves every canary intact")
     func slabCanariesSurviveUseAndRelease() throws {
         let count = 40
@@ -329,13 +329,13 @@ struct StackExitTests {
 
     // MARK: Stacks refused and stacks in use
 
-    /// Found in review 11 (a coroutine that never runs borrows its scheduler and tells its
+    /// Guards an invariant (a coroutine that never runs borrows its scheduler and tells its
     /// unretained observers, a promise, channel or mailbox, exactly once).
     @Test("produce, actor and async whose coroutine gets no stack (address-space limit): each observer told once, with stackUnavailable",
           .enabled(if: Kit.exitTestsEnabled, "COROUTINES_EXIT_TESTS=0"))
     func neverRanWithoutStack() async {
         await ChildProcess.run(.success, id: "neverRanWithoutStack") {
-            let s = CoroutineScheduler(name: "r11-nostack")
+            let s = CoroutineScheduler(name: "nostack")
             _ = try await Coroutine.async(on: s) { 1 }.value   // the thread and its loop are up
             let released = Kit.Counter()
             // Room for small allocations, none for a 64 MiB stack.
@@ -364,7 +364,7 @@ struct StackExitTests {
         }
     }
 
-    /// Found in review 11 (each scheduler publishes the counts of its stack cache).
+    /// Guards an invariant (each scheduler publishes the counts of its stack cache).
     @Test("stacksInUse returns to its starting value once dedicated schedulers that cached stacks have stopped",
           .enabled(if: Kit.exitTestsEnabled, "COROUTINES_EXIT_TESTS=0"))
     func stacksInUseAfterStop() async {
@@ -372,7 +372,7 @@ struct StackExitTests {
         await ChildProcess.run(.success, id: "stacksInUseAfterStop") {
             let before = StackAllocator.shared.stacksInUse
             for round in 0..<5 {
-                let schedulers = (0..<3).map { CoroutineScheduler(name: "r11-stacks-\(round)-\($0)") }
+                let schedulers = (0..<3).map { CoroutineScheduler(name: "stacks-\(round)-\($0)") }
                 let gate = Promise<Void>()
                 let all = WaitGroup()
                 all.add(60)
@@ -399,7 +399,7 @@ struct StackExitTests {
         }
     }
 
-    /// Found in review 12 (`Coroutine.async` from a coroutine onto its own scheduler creates its
+    /// Guards an invariant (`Coroutine.async` from a coroutine onto its own scheduler creates its
     /// coroutine only when the launch reaches the head of the run queue, and schedulers tidy the
     /// heap after 65,536 reaped coroutines).
     @Test("stacks in use return to their starting value after repeated 111,111-coroutine fan-outs (child process)",
@@ -407,7 +407,7 @@ struct StackExitTests {
     func fanOutReturnsStacks() async {
         await ChildProcess.run(.success, id: "fanOutReturnsStacks") {
             let before = StackAllocator.shared.stacksInUse
-            let s = CoroutineScheduler(name: "r12-fan")
+            let s = CoroutineScheduler(name: "fan")
             for _ in 0..<3 {
                 let sum = try await Coroutine.async(on: s) { try Kit.tree(depth: 5, fan: 10) }.value
                 if sum != 111_111 { exit(10) }
