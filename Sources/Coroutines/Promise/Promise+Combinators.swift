@@ -74,18 +74,32 @@ extension Promise {
     }
 
     /// A promise settled like this one, or rejected with `PromiseError.timedOut` if this one has
-    /// not settled after `duration`. The timer is released when this promise settles first.
+    /// not settled after `duration`.
+    ///
+    /// The timer is armed on the current scheduler if it runs by itself (a dedicated or pool
+    /// scheduler), else on a scheduler of the default pool. It is released when this promise
+    /// settles first, and when the returned promise is freed unsettled: a timeout that nothing
+    /// holds, awaits or observes any more keeps no timer armed. A task awaiting `value` or an
+    /// observer registered on the returned promise keeps it alive until it settles.
+    /// If the timer's scheduler has stopped before the timer could be armed, the returned promise
+    /// is rejected with `CoroutineError.schedulerStopped` (see <doc:DelaysAndTimeouts>).
+    /// - Suspends: no. Thread-safe.
     /// - Complexity: O(log timers) on the timer's scheduler.
     public func timeout(_ duration: Duration) -> Promise<Value> {
+        timeout(duration, on: CoroutineScheduler.forTimers())
+    }
+
+    /// ``timeout(_:)`` with its timer on `scheduler`.
+    func timeout(_ duration: Duration, on scheduler: CoroutineScheduler) -> Promise<Value> {
         let derived = Promise<Value>()
-        let scheduler = CoroutineScheduler.forTimers()
-        let timer = scheduler.scheduleTimer(deadline: deadlineNanoseconds(after: duration)) {
-            derived.reject(PromiseError.timedOut)
-        }
-        observe { r in
-            timer.cancel()
-            derived.settleFrom(r)
-        }
+        // Weak: see PromiseTimeout for who keeps `derived` alive.
+        let timer = scheduler.scheduleTimer(
+            deadline: deadlineNanoseconds(after: duration),
+            { [weak derived] in derived?.reject(PromiseError.timedOut) },
+            onStopped: { [weak derived] in derived?.reject(CoroutineError.schedulerStopped) })
+        derived.withState { $0.timeout = PromiseTimeout(timer: timer, owner: derived) }
+        // Settling `derived` drops its PromiseTimeout, which disarms the timer.
+        observe { [weak derived] r in derived?.settleFrom(r) }
         return derived
     }
 

@@ -74,6 +74,9 @@ final class ValueBox<Value> {
 ///   waiter to the caller, which resumes them after releasing the lock.
 /// * `cancelHandlers` run at most once: they are handed out when the promise is cancelled, and a
 ///   handler added afterwards is handed back at once to be run.
+/// * `timeout` (the promise of `Promise.timeout` only) is dropped at settlement, which disarms its
+///   timer; while the promise is pending it is pinned (kept alive by its own timer) from the first
+///   task or observer waiter on, because nothing else might hold it (see ``PromiseTimeout``).
 ///
 /// Nothing here depends on the promise's `Value` (see ``PromiseOutcome``).
 @usableFromInline
@@ -93,9 +96,13 @@ struct PromiseStateMachine {
     struct Settled {
         @usableFromInline var coroutines: WaiterList<WaitTicket>
         @usableFromInline var others: [Waiter]
-        @inlinable init(coroutines: WaiterList<WaitTicket>, others: [Waiter]) {
+        /// The timer of a `Promise.timeout` promise, released with the settlement (outside the
+        /// lock), which disarms it.
+        @usableFromInline var timeout: PromiseTimeout?
+        @inlinable init(coroutines: WaiterList<WaitTicket>, others: [Waiter], timeout: PromiseTimeout?) {
             self.coroutines = coroutines
             self.others = others
+            self.timeout = timeout
         }
     }
 
@@ -110,6 +117,8 @@ struct PromiseStateMachine {
     /// finished — so the reference is valid for as long as it is here. A user of it retains it
     /// under the lock.
     @usableFromInline var linkedCoroutine: Unmanaged<Coroutine>?
+    /// The timer of the promise made by `Promise.timeout`; nil for every other promise.
+    @usableFromInline var timeout: PromiseTimeout?
 
     @inlinable
     init() {}
@@ -122,9 +131,10 @@ struct PromiseStateMachine {
     mutating func settle(_ o: PromiseOutcome) -> Settled? {
         guard outcome == nil else { return nil }
         outcome = o
-        let settled = Settled(coroutines: coroutines, others: others)
+        let settled = Settled(coroutines: coroutines, others: others, timeout: timeout)
         coroutines = WaiterList()
         others = []
+        timeout = nil
         linkedCoroutine = nil
         cancelHandlers = WaiterList()   // never run now; dropping them breaks promise → handler → coroutine cycles
         return settled
@@ -162,6 +172,7 @@ struct PromiseStateMachine {
     mutating func add(_ w: Waiter) -> PromiseOutcome? {
         if let outcome { return outcome }
         others.append(w)
+        if let timeout { timeout.pinOwner() }
         return nil
     }
 

@@ -314,6 +314,70 @@ struct PromiseTimeoutTests {
         #expect(outcome == "rejected: \(PromiseError.timedOut)")
     }
 
+    @Test("100,000 abandoned timeouts leave no timer armed, with or without their original")
+    func abandonedTimeoutsReleaseTheirTimers() async throws {
+        try await withTestScheduler { s in
+            // Given a pending promise that stays referenced
+            let kept = Promise<Int>()
+            let (afterDropped, afterKept) = try await onScheduler(s) {
+                let before = s.timers.count
+                // When 100,000 hour-long timeouts are made and dropped at once: of promises
+                // dropped too, and of one promise that stays pending and referenced
+                for i in 0..<100_000 {
+                    _ = Promise<Int>().timeout(.seconds(3600))
+                    if i % 10_000 == 0 { try Coroutine.yield() }   // no stall report
+                }
+                let afterDropped = s.timers.count - before
+                for i in 0..<100_000 {
+                    _ = kept.timeout(.seconds(3600))
+                    if i % 10_000 == 0 { try Coroutine.yield() }
+                }
+                return (afterDropped, s.timers.count - before)
+            }
+            // Then no timer is left armed (each is disarmed when its promise is freed)
+            #expect(afterDropped == 0)
+            #expect(afterKept == 0)
+            // And the original still settles normally
+            kept.fulfill(1)
+            #expect(try await kept.value == 1)
+        }
+    }
+
+    @Test("a timeout that only an observer's promise leads to still fires (the observer keeps it alive)")
+    func timeoutKeptAliveByItsObserver() async throws {
+        try await withTestScheduler { s in
+            // Given a timeout whose original and whose own promise are both dropped, with only
+            // the promise of a `then` on it kept
+            let chained = try await onScheduler(s) { Promise<Int>().timeout(.milliseconds(20)).then { $0 + 1 } }
+            // When we wait well past the deadline (a 10 s guard, so that a hang fails instead)
+            let outcome = try await Promise.race([
+                chained.then { "value \($0)" }.recover { "rejected: \($0)" },
+                Coroutine.async { try Coroutine.delay(.seconds(10)); return "still pending after 10 s" },
+            ]).value
+            // Then the timeout fired through the chain, and its timer is gone
+            #expect(outcome == "rejected: \(PromiseError.timedOut)")
+            #expect(try await onScheduler(s) { s.timers.count } == 0)
+        }
+    }
+
+    @Test("a timeout armed onto a stopped scheduler is rejected with schedulerStopped, not left pending")
+    func timeoutOnStoppedScheduler() async throws {
+        // Given a dedicated scheduler that has stopped
+        let s = CoroutineScheduler(name: "stopped-before-timeout")
+        try await flush(s)
+        s.stop()
+        #expect(await CoroutineTestKit.eventually { s.isStopped })
+        // When a timeout's timer is armed onto it from another thread
+        let limited = Promise<Int>().timeout(.seconds(60), on: s)
+        // Then the timeout's promise is rejected with schedulerStopped at once, not after 60 s
+        // (a 10 s guard on a pool scheduler, so that a dropped timer fails instead of hanging)
+        let outcome = try await Promise.race([
+            limited.then { "value \($0)" }.recover { "rejected: \($0)" },
+            Coroutine.async { try Coroutine.delay(.seconds(10)); return "still pending after 10 s" },
+        ]).value
+        #expect(outcome == "rejected: \(CoroutineError.schedulerStopped)")
+    }
+
     /// A regression test: it failed before its fix.
     @Test("Promise.timeout armed on a dedicated scheduler still fires after that scheduler stopped")
     func promiseTimeoutOutlivesStoppedScheduler() async throws {

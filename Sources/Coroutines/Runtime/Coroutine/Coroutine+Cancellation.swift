@@ -39,7 +39,9 @@ extension Coroutine {
         let deadline = deadlineNanoseconds(after: duration)
         // A strong capture (a weak one would give the coroutine a side table and slow every
         // retain): the timer is released when the coroutine finishes, which ends the cycle.
-        let handle = scheduler.scheduleTimer(deadline: deadline) { self.cancel() }
+        // On a stopped scheduler the coroutine is finished or being cancelled: cancel it now.
+        let handle = scheduler.scheduleTimer(deadline: deadline, { self.cancel() },
+                                             onStopped: { self.cancel() })
         let finished = withShared { s in
             if s.finished { return true }
             s.cancelTimers.append(handle)

@@ -11,7 +11,8 @@ public enum CoroutineError: Error, Equatable, Sendable, CustomStringConvertible 
     /// `runBlocking` was called on a thread of Swift concurrency's cooperative pool; use
     /// `try await Coroutine.run { … }` there.
     case blockingCooperativeThread
-    /// The coroutine was launched onto a scheduler that had been stopped; its body never ran.
+    /// The coroutine was launched onto a scheduler that had been stopped; its body never ran. Also
+    /// the rejection of a `Promise.timeout` whose timer was armed onto a stopped scheduler.
     case schedulerStopped
     /// `Coroutine.withTimeout` ran out of time.
     case timedOut
@@ -32,7 +33,7 @@ public enum CoroutineError: Error, Equatable, Sendable, CustomStringConvertible 
         case .notInCoroutine: "a suspending call was made outside a coroutine; call it from a body passed to Coroutine.launch, Coroutine.async or Coroutine.runBlocking"
         case .nestedRunBlocking: "runBlocking was called inside a coroutine or on a thread already driving a scheduler; launch a coroutine or join instead"
         case .blockingCooperativeThread: "runBlocking would block a Swift concurrency thread; use `try await Coroutine.run { … }` in async code"
-        case .schedulerStopped: "the scheduler was stopped before the coroutine could run"
+        case .schedulerStopped: "the scheduler was stopped before the coroutine could run (or the timer could be armed)"
         case .timedOut: "the operation timed out"
         case .joinSelf: "a coroutine cannot join itself"
         case .recursiveLock: "the coroutine already holds this CoroutineMutex, which is not recursive; unlock it first"

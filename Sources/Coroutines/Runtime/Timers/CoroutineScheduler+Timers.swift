@@ -6,13 +6,21 @@ import Synchronization
 /// the scheduler's own coroutines (`delay`, `withTimeout`, `select`), fired by the loop
 /// (``runDueTimers()``) between coroutines.
 extension CoroutineScheduler {
-    /// Arms a timer from any thread. `action` runs on this scheduler's loop.
+    /// Arms a timer from any thread. `action` runs on this scheduler's loop; if the scheduler
+    /// stops before it fires, on a scheduler of the default pool (``handOverTimers()``).
+    ///
+    /// A timer armed from another thread after this scheduler has stopped is refused, as a launch
+    /// is: `onStopped` runs instead of `action`, on a scheduler of the default pool, at once.
     @discardableResult
-    func scheduleTimer(deadline: UInt64, _ action: @escaping @Sendable () -> Void) -> TimerHandle {
+    func scheduleTimer(deadline: UInt64, _ action: @escaping @Sendable () -> Void,
+                       onStopped: @escaping @Sendable () -> Void) -> TimerHandle {
         let handle = TimerHandle(scheduler: self)
         let arm: @Sendable () -> Void = { [self] in
-            // On a pool thread (this scheduler stopped meanwhile) the timer cannot be armed here.
-            guard isOnOwnThread else { return }
+            // The arming job was refused by a stopped scheduler and runs on a pool scheduler.
+            guard isOnOwnThread else {
+                onStopped()
+                return
+            }
             guard !handle.cancelled else { return }
             let node = timers.schedule(deadline: deadline) {
                 handle.node = nil
@@ -61,7 +69,9 @@ extension CoroutineScheduler {
     func handOverTimers() {
         while let t = timers.popDue(now: .max) {
             if let portable = t.portableAction {
-                SchedulerPool.default(for: .default).next().scheduleTimer(deadline: t.deadline, portable)
+                // A pool scheduler never stops: `onStopped` cannot run.
+                SchedulerPool.default(for: .default).next().scheduleTimer(deadline: t.deadline, portable,
+                                                                           onStopped: portable)
             }
             t.action = nil
             t.portableAction = nil
