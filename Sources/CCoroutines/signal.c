@@ -60,6 +60,10 @@ void ccoro_report_overflow(const char *name, size_t stack_size, const char *why)
   abort();
 }
 
+void ccoro_stack_bound_exceeded(const ccoro_running *r) {
+  ccoro_report_overflow(r->name, r->stack_size, "the stack pointer is below the stack's lower bound");
+}
+
 static void pass_on(int sig, siginfo_t *info, void *uctx, const struct sigaction *prev) {
   if (prev->sa_flags & SA_SIGINFO) {
     if (prev->sa_sigaction) {

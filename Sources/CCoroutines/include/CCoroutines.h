@@ -114,6 +114,31 @@ static inline void ccoro_tls_set_running(const ccoro_running *r) { ccoro_tls_run
 static inline const void *ccoro_thread_token(void) { return (const void *)&ccoro_tls_scheduler_do_not_touch; }
 /// An address inside the calling function's frame: where the current stack pointer roughly is.
 __attribute__((always_inline)) static inline const void *ccoro_frame_address(void) { return __builtin_frame_address(0); }
+/// The stack pointer of the calling code (one register move where the architecture allows).
+__attribute__((always_inline)) static inline const char *ccoro_stack_pointer(void) {
+#if defined(__x86_64__)
+  const char *sp;
+  __asm__ volatile("movq %%rsp, %0" : "=r"(sp));
+  return sp;
+#elif defined(__aarch64__)
+  const char *sp;
+  __asm__ volatile("mov %0, sp" : "=r"(sp));
+  return sp;
+#else
+  return (const char *)__builtin_frame_address(0);
+#endif
+}
+/// Reports that the stack pointer is below the running coroutine's stack (`r`) and aborts.
+void ccoro_stack_bound_exceeded(const struct ccoro_running *r) __attribute__((noreturn, cold));
+/// Aborts with the overflow report if the calling code runs below the lower bound of the stack of
+/// the coroutine or generator running on this thread (nothing is checked on a thread's own
+/// stack). The runtime's entry points call it: on a slab stack, which has no guard page, it finds
+/// an overflow before the runtime writes below the bound, where a canary alone would find it only
+/// at the next suspension, or never if a frame jumped over it. Two loads and a compare.
+__attribute__((always_inline)) static inline void ccoro_check_stack_bound(void) {
+  const struct ccoro_running *r = ccoro_tls_running_do_not_touch;
+  if (__builtin_expect(r != 0 && ccoro_stack_pointer() < (const char *)r->guard_hi, 0)) ccoro_stack_bound_exceeded(r);
+}
 
 /// Everything a coroutine needs while it owns a stack, in manually allocated memory (never a
 /// Swift class property, so `ccoro_switch` never receives the address of a property).

@@ -210,6 +210,42 @@ struct StackExitTests {
         #expect(stderr.contains("262144"), "stderr: \(stderr)")
     }
 
+    /// The entry points a coroutine calls, each of which must check the stack bound first.
+    enum BoundCheckedCall: String, CaseIterable, Sendable {
+        case yield, delay, launch, async, send, receive, await
+    }
+
+    @Test("a runtime entry point called below the stack's lower bound aborts with 'coroutine stack overflow' and the coroutine's name",
+          arguments: BoundCheckedCall.allCases)
+    func entryPointBelowStackBound(call: BoundCheckedCall) async {
+        let result = await ChildProcess.run(.failure, id: "entryPointBelowStackBound.\(call.rawValue)") { [call = call as BoundCheckedCall] in
+            let s = CoroutineScheduler(name: "bound")
+            let ch = Channel<Int>(capacity: 1)
+            let c = Coroutine.launch(on: s, name: "below-bound") {
+                // As on a slab stack (no guard page) after a frame ran past its end: the lower
+                // bound is above the stack pointer. (Moving the recorded bound up to the stack's
+                // top stands in for moving the stack pointer below it.)
+                let r = Coroutine.current!.record!
+                r.pointee.running.guard_hi = UnsafeMutableRawPointer(r.pointee.stack.top)
+                switch call {
+                case .yield: try Coroutine.yield()
+                case .delay: try Coroutine.delay(.milliseconds(1))
+                case .launch: Coroutine.launch {}
+                case .async: _ = Coroutine.async { 1 }
+                case .send: try ch.send(1)
+                case .receive: _ = try ch.receive()
+                case .await: _ = try Promise.fulfilled(1).await()
+                }
+                print("not stopped")
+            }
+            try await c.join()
+        }
+        let (stderr, stdout) = (result?.standardError ?? "", result?.standardOutput ?? "")
+        #expect(stderr.contains("coroutine stack overflow in 'below-bound'"), "stderr: \(stderr)")
+        #expect(stderr.contains("below the stack's lower bound"), "stderr: \(stderr)")
+        #expect(!stdout.contains("not stopped"))
+    }
+
     // MARK: Exclusivity
 
     @Test("two coroutines suspended inside exclusive accesses may end them in either order",

@@ -276,6 +276,7 @@ public final class Coroutine: @unchecked Sendable, Hashable, CustomStringConvert
     @inlinable
     static func start<Value: Sendable>(_ promise: Promise<Value>, on target: Unmanaged<CoroutineScheduler>,
                                        pool: Unmanaged<SchedulerPool>?, name: String?, stackSize: Int?) {
+        ccoro_check_stack_bound()   // a launch from a coroutine (<doc:Stacks>)
         if name == nil, stackSize == nil {
             if let pool {
                 pool._withUnsafeGuaranteedRef {
@@ -321,6 +322,7 @@ public final class Coroutine: @unchecked Sendable, Hashable, CustomStringConvert
     static func startUnderCurrent(registryEntry entry: Unmanaged<Coroutine>) {
         entry._withUnsafeGuaranteedRef { c in
             if let p = ccoro_tls_coroutine() {
+                ccoro_check_stack_bound()   // a launch from a coroutine (<doc:Stacks>)
                 Unmanaged<Coroutine>.fromOpaque(p)._withUnsafeGuaranteedRef { c.start(parent: $0, registryEntry: entry) }
             } else {
                 c.start(parent: nil, registryEntry: entry)

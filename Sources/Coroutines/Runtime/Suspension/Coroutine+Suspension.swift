@@ -110,6 +110,9 @@ extension Coroutine {
     @inlinable @inline(__always)
     static func withCurrent<R>(_ body: (Coroutine) throws -> R) throws -> R {
         guard let p = ccoro_tls_coroutine() else { throw CoroutineError.notInCoroutine }
+        // Every suspending entry point comes through here: on a slab stack (no guard page) an
+        // overflow is reported before the runtime's own frames go deeper (<doc:Stacks>).
+        ccoro_check_stack_bound()
         return try Unmanaged<Coroutine>.fromOpaque(p)._withUnsafeGuaranteedRef(body)
     }
 
