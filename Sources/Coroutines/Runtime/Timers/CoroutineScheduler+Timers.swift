@@ -14,7 +14,7 @@ extension CoroutineScheduler {
             // On a pool thread (this scheduler stopped meanwhile) the timer cannot be armed here.
             guard isOnOwnThread else { return }
             guard !handle.cancelled else { return }
-            let node = timers.schedule(deadline: deadline) {
+            let node = armTimer(deadline: deadline) {
                 handle.node = nil
                 action()
             }
@@ -25,11 +25,29 @@ extension CoroutineScheduler {
         return handle
     }
 
+    /// Arms a timer on this scheduler's heap. Scheduler thread only.
+    /// - Complexity: O(log n) in the armed timers.
+    @inline(__always)
+    func armTimer(deadline: UInt64, _ action: @escaping () -> Void) -> TimerNode {
+        let node = timers.schedule(deadline: deadline, action)
+        armedTimerCount.store(timers.count, ordering: .relaxed)
+        return node
+    }
+
+    /// Removes `node` from this scheduler's heap if it is still armed. Scheduler thread only.
+    /// - Complexity: O(log n) in the armed timers.
+    @inline(__always)
+    func disarmTimer(_ node: TimerNode) {
+        timers.remove(node)
+        armedTimerCount.store(timers.count, ordering: .relaxed)
+    }
+
     /// Fires the timers whose deadline has passed: runs their actions on the loop's stack.
     func runDueTimers() {
         guard timers.count > 0 else { return }
         let now = ccoro_now_ns()
         while let t = timers.popDue(now: now) {
+            armedTimerCount.store(timers.count, ordering: .relaxed)
             let action = t.action
             t.action = nil
             action?()
@@ -41,7 +59,7 @@ extension CoroutineScheduler {
     @usableFromInline
     func scheduleSelectTimeout(deadline: UInt64, _ ticket: WaitTicket,
                                _ outcome: UnsafeMutablePointer<WaitOutcome>, index: Int) -> AnyObject {
-        timers.schedule(deadline: deadline) {
+        armTimer(deadline: deadline) {
             guard ticket.tryClaim() else { return }
             outcome.pointee.caseIndex = index
             ticket.wakeClaimed()
@@ -52,7 +70,7 @@ extension CoroutineScheduler {
     /// (nothing happens if it already fired).
     @usableFromInline
     func cancelSelectTimeout(_ timer: AnyObject) {
-        if let node = timer as? TimerNode { timers.remove(node) }
+        if let node = timer as? TimerNode { disarmTimer(node) }
     }
 
     /// Empties the timers of a closing scheduler: they can never fire here. Those armed for
@@ -66,5 +84,6 @@ extension CoroutineScheduler {
             t.action = nil
             t.portableAction = nil
         }
+        armedTimerCount.store(0, ordering: .relaxed)
     }
 }
