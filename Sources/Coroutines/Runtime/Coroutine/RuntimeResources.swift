@@ -38,8 +38,9 @@ public struct RuntimeResources: Sendable, Equatable, CustomStringConvertible {
     /// The counts now, summed over every scheduler that can still run coroutines.
     ///
     /// - Suspends: no. Thread-safe; takes each scheduler's registry lock and the stack
-    ///   allocator's lock briefly (see ``StackAllocator/stacksInUse`` for how the stack count is
-    ///   kept consistent while schedulers run).
+    ///   allocator's lock briefly. While schedulers start and finish coroutines, the stack count
+    ///   is read again until the schedulers' caches read the same before and after it (the
+    ///   internal `StackAllocator.stacksInUse`), so it is a recent figure, never negative.
     /// - Complexity: O(schedulers).
     public static var current: RuntimeResources {
         let schedulers = SchedulerDirectory.shared.all
