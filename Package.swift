@@ -26,6 +26,9 @@ let package = Package(
         .executableTarget(name: "coroutines-demo", dependencies: ["Coroutines", "CoroutinesFoundation", "QueuePool"],
                           swiftSettings: swiftSettings),
         .executableTarget(name: "coroutines-echo", dependencies: ["CoroutinesFoundation"], swiftSettings: swiftSettings),
+        // The soak run (Scripts/soak.sh): channels with close and cancel racing, every value
+        // checked, leaks checked at the end; not a product.
+        .executableTarget(name: "coroutines-soak", dependencies: ["Coroutines"], swiftSettings: swiftSettings),
         .executableTarget(name: "coroutines-bench", dependencies: ["Coroutines", "CoroutinesFoundation", "CCoroutines"],
                           swiftSettings: swiftSettings),
         // Test support shared by the test targets (child processes that hold no Swift concurrency

@@ -1,7 +1,7 @@
 import CoroutinesTestSupport
 import Foundation
 import Testing
-@testable import Coroutines
+@_spi(Diagnostics) @testable import Coroutines
 
 /// Temporary schedulers (those of `Coroutine.run`) release their poller descriptors and threads.
 ///
@@ -22,6 +22,36 @@ struct SchedulerResourceTests {
             let comm = (try? String(contentsOfFile: "/proc/self/task/\(task)/comm", encoding: .utf8)) ?? ""
             return comm.hasPrefix("Coroutine.run")
         }.count
+    }
+
+    /// Guards the counts the soak's leak check compares (`Scripts/soak.sh`).
+    @Test("RuntimeResources counts a suspended coroutine's stack and timer, and nothing once it is cancelled and settled")
+    func runtimeResourcesCountAndReturn() async throws {
+        await ChildProcess.run(.success, id: "runtimeResourcesCountAndReturn") {
+            try await CoroutineTestKit.onPlainThread { try checkRuntimeResourcesCountAndReturn() }
+        }
+    }
+
+    private func checkRuntimeResourcesCountAndReturn() throws {
+        let s = CoroutineScheduler(name: "resources")
+        defer { s.stop() }
+        // Given the settled counts
+        let before = RuntimeResources.blockingSettled([s])
+        // When a coroutine is suspended in a one-hour delay
+        let started = Promise<Void>()
+        let sleeper = Coroutine.launch(on: s) {
+            started.fulfill(())
+            try Coroutine.delay(.seconds(3600))
+        }
+        try Coroutine.runBlocking { try started.await() }
+        let during = RuntimeResources.blockingSettled([s])
+        // Then it holds one stack, one timer, one live coroutine
+        if during.stacksInUse != before.stacksInUse + 1 || during.armedTimers != before.armedTimers + 1
+            || during.liveCoroutines != before.liveCoroutines + 1 { exit(10) }
+        // When it is cancelled and joined, then, settled, the counts are back
+        sleeper.cancel()
+        try Coroutine.runBlocking { try sleeper.join() }
+        if RuntimeResources.blockingSettled([s]) != before { exit(11) }
     }
 
     @Test("200 Coroutine.run calls leave no poller descriptors or threads behind")

@@ -19,10 +19,10 @@ extension Coroutine {
             let scheduler = c.scheduler
             var node: TimerNode?
             try c.wait(.delay, register: { ticket in
-                node = scheduler.timers.schedule(deadline: deadline) { ticket.resume() }
+                node = scheduler.armTimer(deadline: deadline) { ticket.resume() }
                 return false
             }, unregister: { _ in
-                if let node { scheduler.timers.remove(node) }
+                if let node { scheduler.disarmTimer(node) }
             })
         }
     }
@@ -71,7 +71,7 @@ extension Coroutine {
         if deadline <= ccoro_now_ns() {
             c.expire(scope)          // no time at all: the first suspending call times out
         } else {
-            scope.timer = c.scheduler.timers.schedule(deadline: deadline) { [unowned c] in
+            scope.timer = c.scheduler.armTimer(deadline: deadline) { [unowned c] in
                 scope.timer = nil
                 c.expire(scope)
                 c.interruptWait(.timedOut)
@@ -81,7 +81,7 @@ extension Coroutine {
         defer {
             if let i = c.timeoutScopes.lastIndex(where: { $0 === scope }) { c.timeoutScopes.remove(at: i) }
             if scope.expired { c.expiredTimeoutScopes -= 1 }
-            if let t = scope.timer { c.scheduler.timers.remove(t) }
+            if let t = scope.timer { c.scheduler.disarmTimer(t) }
         }
         let value: Value
         do {

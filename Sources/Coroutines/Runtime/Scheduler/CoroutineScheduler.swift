@@ -58,7 +58,9 @@ public final class CoroutineScheduler: @unchecked Sendable {
     /// Loop (`Scheduler/+Loop`) — jobs to run on the loop's own stack (observers, timer
     /// bookkeeping), FIFO.
     @exclusivity(unchecked) var jobs = Ring<LoopJob>(capacity: 16)
-    /// Timers (`Timers/`) — the armed timers, earliest deadline first.
+    /// Timers (`Timers/`) — the armed timers, earliest deadline first. Changed only through
+    /// ``armTimer(deadline:_:)``, ``disarmTimer(_:)`` and the loops of `+Timers` that pop due
+    /// timers, which keep `armedTimerCount` equal to its count.
     @exclusivity(unchecked) var timers = TimerHeap()
     /// I/O (`IO/+DescriptorWait`) — one-shot waits for arbitrary descriptors, by descriptor.
     @exclusivity(unchecked) var ioWaiters: [Int32: IOWaiters] = [:]
@@ -84,6 +86,9 @@ public final class CoroutineScheduler: @unchecked Sendable {
     /// Run queue (`RunQueue/`) — `pendingLaunches.count` for `dumpAll()` on other threads; plain
     /// stores by this thread.
     let pendingLaunchCount = Atomic<Int>(0)
+    /// Timers (`Timers/`) — `timers.count` for readers on other threads
+    /// (``RuntimeResources/current``); plain stores by this thread, no read-modify-write.
+    let armedTimerCount = Atomic<Int>(0)
     /// Random (`Scheduler/+Random`) — state of the scheduler's random generator (SplitMix64),
     /// used by `select`.
     @exclusivity(unchecked) var randomState: UInt64 = {

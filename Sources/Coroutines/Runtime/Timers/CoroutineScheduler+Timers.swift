@@ -22,7 +22,7 @@ extension CoroutineScheduler {
                 return
             }
             guard !handle.cancelled else { return }
-            let node = timers.schedule(deadline: deadline) {
+            let node = armTimer(deadline: deadline) {
                 handle.node = nil
                 action()
             }
@@ -33,11 +33,29 @@ extension CoroutineScheduler {
         return handle
     }
 
+    /// Arms a timer on this scheduler's heap. Scheduler thread only.
+    /// - Complexity: O(log n) in the armed timers.
+    @inline(__always)
+    func armTimer(deadline: UInt64, _ action: @escaping () -> Void) -> TimerNode {
+        let node = timers.schedule(deadline: deadline, action)
+        armedTimerCount.store(timers.count, ordering: .relaxed)
+        return node
+    }
+
+    /// Removes `node` from this scheduler's heap if it is still armed. Scheduler thread only.
+    /// - Complexity: O(log n) in the armed timers.
+    @inline(__always)
+    func disarmTimer(_ node: TimerNode) {
+        timers.remove(node)
+        armedTimerCount.store(timers.count, ordering: .relaxed)
+    }
+
     /// Fires the timers whose deadline has passed: runs their actions on the loop's stack.
     func runDueTimers() {
         guard timers.count > 0 else { return }
         let now = ccoro_now_ns()
         while let t = timers.popDue(now: now) {
+            armedTimerCount.store(timers.count, ordering: .relaxed)
             let action = t.action
             t.action = nil
             action?()
@@ -49,7 +67,7 @@ extension CoroutineScheduler {
     @usableFromInline
     func scheduleSelectTimeout(deadline: UInt64, _ ticket: WaitTicket,
                                _ outcome: UnsafeMutablePointer<WaitOutcome>, index: Int) -> AnyObject {
-        timers.schedule(deadline: deadline) {
+        armTimer(deadline: deadline) {
             guard ticket.tryClaim() else { return }
             outcome.pointee.caseIndex = index
             ticket.wakeClaimed()
@@ -60,7 +78,7 @@ extension CoroutineScheduler {
     /// (nothing happens if it already fired).
     @usableFromInline
     func cancelSelectTimeout(_ timer: AnyObject) {
-        if let node = timer as? TimerNode { timers.remove(node) }
+        if let node = timer as? TimerNode { disarmTimer(node) }
     }
 
     /// Empties the timers of a closing scheduler: they can never fire here. Those armed for
@@ -76,5 +94,6 @@ extension CoroutineScheduler {
             t.action = nil
             t.portableAction = nil
         }
+        armedTimerCount.store(0, ordering: .relaxed)
     }
 }

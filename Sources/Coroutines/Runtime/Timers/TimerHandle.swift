@@ -19,7 +19,7 @@ final class TimerHandle: @unchecked Sendable {
         // A job of a stopped scheduler may run on a pool thread instead: its timers are gone.
         guard scheduler.isOnOwnThread else { return }
         cancelled = true
-        if let node { scheduler.timers.remove(node) }
+        if let node { scheduler.disarmTimer(node) }
         node = nil
     }
 }
