@@ -337,6 +337,7 @@ public final class Coroutine: @unchecked Sendable, Hashable, CustomStringConvert
     /// ``start(parent:)``, with `entry` (+1 on `self`) becoming the registry's reference (for a
     /// pool launch, the launch's until it starts).
     func start(parent: Coroutine?, registryEntry entry: Unmanaged<Coroutine>) {
+        if ForkGuard.isForkedChild { return finishInForkedChild(entry) }
         if let parent { link(parent: parent) }
         if isPoolLaunch {
             unsafeDowncast(schedulerOwner, to: SchedulerPool.self).submit(PoolLaunch(coroutine: entry))
