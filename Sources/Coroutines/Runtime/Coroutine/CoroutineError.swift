@@ -57,9 +57,10 @@ public enum CoroutineError: Error, Equatable, Sendable, CustomStringConvertible 
 
 extension CoroutineError {
     /// The error of a suspending call made outside a coroutine: ``notInCoroutine``, or
-    /// ``forkedProcess`` in a forked child (where no call could suspend anyway).
+    /// ``forkedProcess`` in a forked child (where no call could suspend anyway). For this
+    /// package's modules (CoroutinesFoundation's suspending calls).
     @usableFromInline
-    static var outsideCoroutine: CoroutineError { ForkGuard.isForkedChild ? .forkedProcess : .notInCoroutine }
+    package static var outsideCoroutine: CoroutineError { ForkGuard.isForkedChild ? .forkedProcess : .notInCoroutine }
 }
 
 /// Errors with which a ``Promise`` can be rejected by the library itself.

@@ -36,8 +36,9 @@ import Darwin
 //      and are never marked.
 
 /// The process-wide fork guard: installs the fork handler and tells whether this process is a
-/// forked child of one whose runtime was running. Thread-safe.
-enum ForkGuard {
+/// forked child of one whose runtime was running. Thread-safe. Package-visible for
+/// CoroutinesFoundation's suspending calls.
+package enum ForkGuard {
     /// Installs the fork handler once per process. Any thread; O(1) after the first call.
     static func install() {
         ccoro_fork_install(childHook)
@@ -45,7 +46,7 @@ enum ForkGuard {
 
     /// True in a forked child (invariant 2).
     @inline(__always)
-    static var isForkedChild: Bool { _slowPath(ccoro_is_forked_child() != 0) }
+    package static var isForkedChild: Bool { _slowPath(ccoro_is_forked_child() != 0) }
 
     /// Called by the fork handler in the child, on its only thread, after the process was marked.
     /// If that thread is running a coroutine (it called fork()), the coroutine is marked cancelled,
