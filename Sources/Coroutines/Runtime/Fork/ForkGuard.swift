@@ -29,9 +29,11 @@ import Darwin
 //      `runBlocking`, `Coroutine.run` and suspending calls throw it, wake-ups post nothing to the
 //      poller, and a scheduler created in the child starts no thread.
 //   4. The checks are on slow paths only — launch admission, wake-up of a parked loop, entry to
-//      `runBlocking`, the error of a suspending call made outside a coroutine, and the interrupt
-//      path of a suspension (which the child handler arms for a coroutine that forked). The
-//      switch path reads nothing new.
+//      `runBlocking`, the error of a suspending call made outside a coroutine, the interrupt path
+//      of a suspension (which the child handler arms for a coroutine that forked), and the loop's
+//      return from a finished coroutine or a job (a thread that forked there must not go on
+//      running the parent's copies: ``forkedChildReturnedToLoop(_:)``). The switch path reads
+//      nothing new.
 //   5. posix_spawn (Foundation's `Process`) and vfork run no fork handler: their children exec
 //      and are never marked.
 
