@@ -17,10 +17,11 @@ private typealias Kit = CoroutineTestKit
 /// Each test forks a real child of the test process. The child reports the checks that failed
 /// through a pipe and ends with `_exit` (no atexit handler, no stdio flush of the parent's
 /// buffers); the parent reads the pipe to its end and reaps the child, killing it and failing
-/// if it has not ended after `childLimit` (a hang bound: the child needs milliseconds alone, and the whole test took 9 s in the loaded parallel run). Before
-/// forking, the parent runs every path the child will take (the same launches, errors, casts
-/// and string building), so that the child finds Swift metadata and conformances already made
-/// and takes no lock another thread might have held at the fork (glibc's malloc is fork-safe).
+/// if it has not ended after `childLimit` (a hang bound: the child alone needs milliseconds, and
+/// the whole test took 9 s in the loaded parallel run). Before forking, the parent runs every
+/// path the child will take (the same launches, errors, casts and string building), so that the
+/// child finds Swift metadata and conformances already made and takes no lock another thread
+/// might have held at the fork (glibc's malloc is fork-safe).
 ///
 /// Serialized: the two tests fork, and each warms its own schedulers; running them one at a time
 /// keeps the process's thread count, and what a fork copies, small. Other suites still run in
