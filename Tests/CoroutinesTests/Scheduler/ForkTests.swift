@@ -23,9 +23,10 @@ private typealias Kit = CoroutineTestKit
 /// child finds Swift metadata and conformances already made and takes no lock another thread
 /// might have held at the fork (glibc's malloc is fork-safe).
 ///
-/// Serialized: the two tests fork, and each warms its own schedulers; running them one at a time
-/// keeps the process's thread count, and what a fork copies, small. Other suites still run in
-/// parallel with them; the child touches nothing they use.
+/// Serialized as a precaution, not after a flake (none was seen in the parallel run, nor under
+/// ThreadSanitizer): the two tests fork, and each warms its own schedulers; one at a time, no
+/// fork happens while the other test's threads start or its paths are being warmed. Other
+/// suites still run in parallel with them; the child touches nothing they use.
 @Suite("Forked child processes", .serialized)
 struct ForkTests {
     /// How long the parent waits for a child before it kills it and fails.
@@ -47,16 +48,23 @@ struct ForkTests {
 
         // Everything the child does, as a list of the checks that failed (empty: all passed).
         // `inChild` false runs the same paths in the parent, to warm them; the outcome is then
-        // ignored (nothing is forked there, so the launches run).
+        // ignored (nothing is forked there, so the launches run), but the launches are awaited
+        // and looked at as the child looks at its own: no thread of the parent may still be
+        // making Swift metadata the child needs when it forks (the child would wait forever for
+        // the runtime's lock, which that thread held: seen once in 35 runs before).
         let checks: @Sendable (_ inChild: Bool) -> [String] = { inChild in
             var failed: [String] = []
+            var launched: [Coroutine] = []
+            var promised: [Promise<Int>] = []
             let runsBefore = bodiesRun.value
             func expectForked(_ what: String, _ c: Coroutine) {
+                launched.append(c)
                 if !c.isFinished || (c.error as? CoroutineError) != .forkedProcess {
                     failed.append("\(what): finished \(c.isFinished), error \(String(describing: c.error))")
                 }
             }
             func expectForked(_ what: String, _ p: Promise<Int>) {
+                promised.append(p)
                 guard case .failure(let e)? = p.result, (e as? CoroutineError) == .forkedProcess else {
                     failed.append("\(what): promise \(String(describing: p.result))"); return
                 }
@@ -80,6 +88,16 @@ struct ForkTests {
             expectForked("delay outside a coroutine") { try Coroutine.delay(.milliseconds(1)) }
             expectForked("await of a pending promise") { _ = try Promise<Int>().await() }
             if bodiesRun.value != runsBefore { failed.append("\(bodiesRun.value - runsBefore) bodies ran") }
+            if !inChild {
+                _ = try? Coroutine.runBlocking {
+                    for c in launched { try c.join() }
+                    for p in promised { _ = try? p.await() }
+                }
+                let rejected = Promise<Int>()
+                _ = rejected.reject(CoroutineError.forkedProcess)
+                for c in launched { expectForked("warm-up", c) }
+                for p in promised + [rejected] { expectForked("warm-up", p) }
+            }
             return failed
         }
 
@@ -125,8 +143,13 @@ struct ForkTests {
             return failed
         }
         // Given those paths taken once by a coroutine on the same scheduler (where they do not
-        // throw: only warms them)
-        _ = try await Coroutine.async(on: dedicated) { checks() }.value
+        // throw: only warms them), and the paths a launch takes in the child (a named launch is
+        // created at once, as every launch is there; a promise rejected)
+        _ = try await Coroutine.async(on: dedicated) {
+            _ = try Coroutine.async(name: "fork.warm-up") { 1 }.await()
+            _ = Promise<Int>().reject(CoroutineError.forkedProcess)
+            return checks()
+        }.value
         // When a coroutine forks
         let child = try await Coroutine.async(on: dedicated) { ForkedChild.start { checks() } }.value
         let outcome = try await Kit.onPlainThread { child.wait(Self.childLimit) }
@@ -154,7 +177,12 @@ private struct ForkedChild: Sendable {
 
     /// Forks; the child runs `checks`, writes each failure on a line of the pipe and `_exit`s
     /// (status 0 if none failed, 1 otherwise); the parent gets the child's pid and the read end.
+    /// The report is first built and written once in the parent (to /dev/null), so that the
+    /// child's only code not run before the fork is `checks`' own, which the tests warm.
     static func start(_ checks: () -> [String]) -> ForkedChild {
+        let devNull = open("/dev/null", O_WRONLY | O_CLOEXEC)
+        precondition(devNull >= 0 && writeAll(report(["warm-up"]), to: devNull), "cannot warm the report")
+        close(devNull)
         var fds: [Int32] = [-1, -1]
         precondition(pipe(&fds) == 0, "pipe: errno \(errno)")
         // Not inherited by processes that other tests spawn meanwhile (they exec).
@@ -162,20 +190,30 @@ private struct ForkedChild: Sendable {
         let pid = fork()
         precondition(pid >= 0, "fork: errno \(errno)")
         if pid == 0 {
-            close(fds[0])
             let failed = checks()
-            let report = failed.map { $0 + "\n" }.joined() + "done\n"
-            let bytes = Array(report.utf8)
-            var written = 0
-            while written < bytes.count {
-                let n = bytes[written...].withUnsafeBytes { write(fds[1], $0.baseAddress, $0.count) }
-                if n <= 0 { _exit(3) }
-                written += n
-            }
-            _exit(failed.isEmpty ? 0 : 1)
+            _exit(writeAll(report(failed), to: fds[1]) ? (failed.isEmpty ? 0 : 1) : 3)
         }
         close(fds[1])
         return ForkedChild(pid: pid, readEnd: fds[0])
+    }
+
+    /// The failures, a line each, then "done".
+    private static func report(_ failed: [String]) -> [UInt8] {
+        Array((failed.map { $0 + "\n" }.joined() + "done\n").utf8)
+    }
+
+    /// Writes all of `bytes` to `fd`; false on an error.
+    private static func writeAll(_ bytes: [UInt8], to fd: Int32) -> Bool {
+        bytes.withUnsafeBytes { all in
+            var written = 0
+            while written < all.count {
+                let n = write(fd, all.baseAddress! + written, all.count - written)
+                if n < 0 && errno == EINTR { continue }
+                if n <= 0 { return false }
+                written += n
+            }
+            return true
+        }
     }
 
     /// ``start(_:)`` and ``wait(_:)``.
@@ -201,13 +239,20 @@ private struct ForkedChild: Sendable {
             if n <= 0 { hung = false; break }   // end of file: the child has ended (or closed it)
             report += buffer[0..<n]
         }
-        if hung { kill(pid, SIGKILL) }
+        var state = ""
+        if hung {
+            // What the child was doing, for the failure message (Linux).
+            state = ["wchan", "syscall", "stat"].map { f in
+                "\(f): " + ((try? String(contentsOfFile: "/proc/\(pid)/\(f)", encoding: .utf8)) ?? "?")
+            }.joined(separator: "; ")
+            kill(pid, SIGKILL)
+        }
         var status: Int32 = 0
         while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
         let lines = String(decoding: report, as: UTF8.self).split(separator: "\n").map(String.init)
         let exited = status & 0x7f == 0
         let code = (status >> 8) & 0xff
-        let detail = hung ? "child hung: killed after \(limit)"
+        let detail = hung ? "child hung: killed after \(limit) (\(state))"
             : exited ? "child exited with status \(code)" : "child ended by signal \(status & 0x7f)"
         var failures = lines.filter { $0 != "done" }
         if !hung && lines.last != "done" { failures.append("the child did not finish its report") }
