@@ -47,12 +47,21 @@ extension Process {
     ///
     /// - Returns: The exit status, termination reason and captured output.
     /// - Throws: What `run()` throws (a missing executable, …); `CancellationError`;
-    ///   `CoroutineError.timedOut`; `CoroutineError.notInCoroutine` outside a coroutine (the
-    ///   process is then not started).
+    ///   `CoroutineError.timedOut`; `CoroutineError.notInCoroutine` outside a coroutine, and
+    ///   `CoroutineError.forkedProcess` in a child made by `fork()` (the process is then not
+    ///   started).
+    ///
+    /// ## Spawning, not forking
+    /// Foundation starts the process with `posix_spawn`, which runs no `pthread_atfork` handler
+    /// (glibc runs them for `fork()` only): the runtime's fork handler (see
+    /// `CoroutineError.forkedProcess`) never runs for it, and the calling process's
+    /// coroutines and schedulers go on as before.
     /// - Suspends: yes; resumes on the coroutine's own scheduler.
     /// - Complexity: O(output size).
     public func runUntilExit() throws -> ProcessOutput {
-        guard Coroutine.current != nil else { throw CoroutineError.notInCoroutine }
+        // In a forked child nothing could read the pipes (<doc:BlockingAndStopping>): nothing is
+        // started there.
+        guard Coroutine.current != nil, !ForkGuard.isForkedChild else { throw CoroutineError.outsideCoroutine }
         let out = Pipe(), err = Pipe()
         standardOutput = out
         standardError = err

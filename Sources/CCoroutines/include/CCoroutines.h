@@ -265,6 +265,22 @@ void ccoro_futex_wait(uint32_t *addr, uint32_t expected);
 /// Wakes one thread sleeping in `ccoro_futex_wait` on `addr`.
 void ccoro_futex_wake_one(uint32_t *addr);
 
+// MARK: - Fork (fork.c; do not touch the variables directly)
+
+extern int ccoro_forked_do_not_touch;
+extern long ccoro_runtime_pid_do_not_touch;
+
+/// Registers, once per process, a pthread_atfork child handler that marks a forked child (see
+/// `ccoro_is_forked_child`) and then calls `hook` on the forking thread of the child. Later calls
+/// do nothing. The handler does not run for posix_spawn or vfork.
+void ccoro_fork_install(void (*hook)(void));
+/// Non-zero in a process forked (fork()) from one whose runtime had installed the handlers,
+/// whose threads and descriptors it must not use. One relaxed load.
+static inline int ccoro_is_forked_child(void) { return __atomic_load_n(&ccoro_forked_do_not_touch, __ATOMIC_RELAXED); }
+/// The pid of the process that installed the handlers (the one that owns the runtime's threads),
+/// or 0 before `ccoro_fork_install`.
+static inline long ccoro_runtime_pid(void) { return ccoro_runtime_pid_do_not_touch; }
+
 // MARK: - Misc
 
 /// Current thread's kernel id (gettid) or a stable per-thread number.

@@ -34,10 +34,12 @@ extension Coroutine {
     /// - Returns: The body's value.
     /// - Throws: `CoroutineError.nestedRunBlocking` inside a coroutine or on a thread that already
     ///   drives a scheduler; `CoroutineError.blockingCooperativeThread` on a Swift concurrency
-    ///   thread (use ``run(_:)`` there); otherwise what the body throws.
+    ///   thread (use ``run(_:)`` there); `CoroutineError.forkedProcess` in a child made by
+    ///   `fork()` (the body is not run); otherwise what the body throws.
     /// - Suspends: no — it blocks the calling plain thread.
     @available(*, noasync, message: "runBlocking blocks the thread; use `try await Coroutine.run { … }`")
     public static func runBlocking<Value>(_ body: () throws -> Value) throws -> Value {
+        if ForkGuard.isForkedChild { throw CoroutineError.forkedProcess }
         if Coroutine.current != nil || ccoro_tls_scheduler() != nil { throw CoroutineError.nestedRunBlocking }
         if withUnsafeCurrentTask(body: { $0 != nil }) { throw CoroutineError.blockingCooperativeThread }
         let scheduler = isMainThread()
@@ -53,9 +55,11 @@ extension Coroutine {
     ///
     /// - Parameter body: The code to run as a coroutine.
     /// - Returns: The body's value.
-    /// - Throws: What the body throws (`CancellationError` if cancelled).
+    /// - Throws: What the body throws (`CancellationError` if cancelled);
+    ///   `CoroutineError.forkedProcess` in a child made by `fork()` (the body is not run).
     /// - Suspends: the calling task (not a coroutine) until the scheduler has drained.
     public static func run<Value: Sendable>(_ body: @escaping @Sendable () throws -> Value) async throws -> Value {
+        if ForkGuard.isForkedChild { throw CoroutineError.forkedProcess }
         let scheduler = CoroutineScheduler(name: "Coroutine.run", qos: .default, kind: .temporary)
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Value, any Error>) in

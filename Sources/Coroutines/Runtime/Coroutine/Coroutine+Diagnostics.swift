@@ -43,10 +43,16 @@ extension Coroutine {
     /// run too recent for a sample, or with the monitor off, says `running` (see <doc:Stalls>).
     ///
     /// For debugging hangs. The states of coroutines on other threads may change while the
-    /// report is built.
+    /// report is built. In a child made by `fork()` it is one line saying that the runtime does
+    /// not run there.
     /// - Suspends: no. Thread-safe.
     /// - Complexity: O(live coroutines).
     public static func dumpAll() -> String {
+        // The schedulers' registries are copies of the parent's, whose locks another thread of
+        // the parent may have held at the fork (ForkGuard).
+        if ForkGuard.isForkedChild {
+            return "swift-coroutines: forked child process: the runtime's threads and coroutines do not exist here\n"
+        }
         var lines: [String] = []
         for scheduler in SchedulerDirectory.shared.all {
             for c in scheduler.liveCoroutines().reversed() {

@@ -65,7 +65,7 @@ extension Coroutine {
         // A reference of its own, not a borrow (`withCurrent`): in a generator body the scope can
         // end on another coroutine's behalf, after this one finished and was reaped, and its
         // bookkeeping and timer need it alive until the scope is gone.
-        guard let c = current else { throw CoroutineError.notInCoroutine }
+        guard let c = current else { throw CoroutineError.outsideCoroutine }
         let scope = TimeoutScope()
         let deadline = deadlineNanoseconds(after: duration)
         if deadline <= ccoro_now_ns() {

@@ -179,7 +179,8 @@ public final class Coroutine: @unchecked Sendable, Hashable, CustomStringConvert
     ///   - body: The code to run. It may call suspending operations.
     /// - Returns: The coroutine's handle. If no stack can be allocated it finishes with
     ///   `CoroutineError.stackUnavailable`; on a stopped scheduler with
-    ///   `CoroutineError.schedulerStopped`.
+    ///   `CoroutineError.schedulerStopped`; in a child made by `fork()`, at once, with
+    ///   `CoroutineError.forkedProcess` (<doc:BlockingAndStopping>).
     /// - Suspends: no. Thread-safe.
     /// - Complexity: O(1).
     @discardableResult
@@ -209,7 +210,8 @@ public final class Coroutine: @unchecked Sendable, Hashable, CustomStringConvert
     ///   - stackSize: As for ``launch(on:name:stackSize:_:)-(CoroutineScheduler?,_,_,_)``.
     ///   - body: As for ``launch(on:name:stackSize:_:)-(CoroutineScheduler?,_,_,_)``.
     /// - Returns: The coroutine's handle; its ``scheduler`` is fixed once it starts. On a stopped
-    ///   pool it finishes with `CoroutineError.schedulerStopped`.
+    ///   pool it finishes with `CoroutineError.schedulerStopped`; in a child made by `fork()`, at
+    ///   once, with `CoroutineError.forkedProcess`.
     /// - Suspends: no. Thread-safe.
     /// - Complexity: O(1) amortised.
     @discardableResult
@@ -234,7 +236,8 @@ public final class Coroutine: @unchecked Sendable, Hashable, CustomStringConvert
     /// `ready (not started)` until then).
     ///
     /// - Parameters: as for ``launch(on:name:stackSize:_:)-(CoroutineScheduler?,_,_,_)``.
-    /// - Returns: A promise settled when the body ends.
+    /// - Returns: A promise settled when the body ends (rejected at once with
+    ///   `CoroutineError.forkedProcess` in a child made by `fork()`).
     /// - Suspends: no. Thread-safe.
     /// - Complexity: O(1).
     @inlinable
@@ -256,7 +259,8 @@ public final class Coroutine: @unchecked Sendable, Hashable, CustomStringConvert
     /// ``async(on:name:stackSize:_:)-(CoroutineScheduler?,_,_,_)``.
     ///
     /// - Parameters: as for ``launch(on:name:stackSize:_:)-(SchedulerPool,_,_,_)``.
-    /// - Returns: A promise settled when the body ends.
+    /// - Returns: A promise settled when the body ends (rejected at once with
+    ///   `CoroutineError.forkedProcess` in a child made by `fork()`).
     /// - Suspends: no. Thread-safe.
     /// - Complexity: O(1) amortised.
     @inlinable
@@ -339,6 +343,7 @@ public final class Coroutine: @unchecked Sendable, Hashable, CustomStringConvert
     /// ``start(parent:)``, with `entry` (+1 on `self`) becoming the registry's reference (for a
     /// pool launch, the launch's until it starts).
     func start(parent: Coroutine?, registryEntry entry: Unmanaged<Coroutine>) {
+        if ForkGuard.isForkedChild { return finishInForkedChild(entry) }
         if let parent { link(parent: parent) }
         if isPoolLaunch {
             unsafeDowncast(schedulerOwner, to: SchedulerPool.self).submit(PoolLaunch(coroutine: entry))

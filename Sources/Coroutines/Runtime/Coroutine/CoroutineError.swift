@@ -3,7 +3,8 @@ import Synchronization
 ///
 /// Cancellation is reported with the standard `CancellationError`, not with this type.
 public enum CoroutineError: Error, Equatable, Sendable, CustomStringConvertible {
-    /// A suspending operation was called outside a coroutine. Call it from a body passed to
+    /// A suspending operation was called outside a coroutine (in a forked child:
+    /// ``forkedProcess`` instead). Call it from a body passed to
     /// `Coroutine.launch`, `Coroutine.async` or `Coroutine.runBlocking`.
     case notInCoroutine
     /// `runBlocking` was called inside a coroutine or on a thread that already drives a scheduler.
@@ -26,6 +27,17 @@ public enum CoroutineError: Error, Equatable, Sendable, CustomStringConvertible 
     /// The poller refused the descriptor passed to `waitUntilReadable`/`waitUntilWritable`
     /// (for example `EBADF`: it is not open).
     case pollFailed(errno: Int32)
+    /// The call was made in a child process created by `fork()` after the runtime had started:
+    /// the runtime's threads (schedulers, pools, the stall monitor) do not exist in the child,
+    /// and its pollers belong to the parent.
+    ///
+    /// In such a child every launch finishes at once with this error without running its body
+    /// (the promise of `Coroutine.async` is rejected with it, `join` and `error` report it);
+    /// `Coroutine.runBlocking`, `Coroutine.run` and every suspending call throw it. A child of
+    /// `fork()` should call only async-signal-safe functions and then `exec` or `_exit`; to run
+    /// coroutines, start a new process (`posix_spawn`, Foundation's `Process`, which are not
+    /// affected). See <doc:BlockingAndStopping>.
+    case forkedProcess
 
     /// What happened and what to do about it.
     public var description: String {
@@ -39,8 +51,17 @@ public enum CoroutineError: Error, Equatable, Sendable, CustomStringConvertible 
         case .recursiveLock: "the coroutine already holds this CoroutineMutex, which is not recursive; unlock it first"
         case .stackUnavailable: "no stack could be allocated for the coroutine"
         case .pollFailed(let e): "the descriptor cannot be polled (errno \(e))"
+        case .forkedProcess: "the runtime's threads do not exist in a forked child; exec, or start a new process"
         }
     }
+}
+
+extension CoroutineError {
+    /// The error of a suspending call made outside a coroutine: ``notInCoroutine``, or
+    /// ``forkedProcess`` in a forked child (where no call could suspend anyway). For this
+    /// package's modules (CoroutinesFoundation's suspending calls).
+    @usableFromInline
+    package static var outsideCoroutine: CoroutineError { ForkGuard.isForkedChild ? .forkedProcess : .notInCoroutine }
 }
 
 /// Errors with which a ``Promise`` can be rejected by the library itself.

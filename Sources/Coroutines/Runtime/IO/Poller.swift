@@ -23,6 +23,8 @@ final class Poller: @unchecked Sendable {
     private static let capacity: Int32 = 64
 
     init() {
+        // Before the runtime's first descriptor and thread (ForkGuard invariant 1).
+        ForkGuard.install()
         var r: Int32 = -1, w: Int32 = -1
         pollFD = ccoro_poll_create(&r, &w)
         precondition(pollFD >= 0, "cannot create the I/O poller (errno \(errno))")
@@ -37,8 +39,12 @@ final class Poller: @unchecked Sendable {
         events.deallocate()
     }
 
-    /// Interrupts a blocking `wait`. Thread-safe.
-    func wake() { ccoro_poll_wake(wakeWriteFD) }
+    /// Interrupts a blocking `wait`. Thread-safe. In a forked child it does nothing: the
+    /// descriptor is the parent's, and no loop of the child waits on it (``ForkGuard``).
+    func wake() {
+        if ForkGuard.isForkedChild { return }
+        ccoro_poll_wake(wakeWriteFD)
+    }
 
     /// Arms one-shot interest in `fd`. Returns 0 or errno (EBADF; EPERM for regular files).
     func arm(fd: Int32, readable: Bool, writable: Bool) -> Int32 {

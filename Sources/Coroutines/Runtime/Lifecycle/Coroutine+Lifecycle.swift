@@ -63,13 +63,13 @@ extension CoroutineScheduler {
     /// - Parameters:
     ///   - body: The coroutine's body; it keeps `observer` alive.
     ///   - observer: Told if the coroutine never runs its body (the promise).
-    /// - Returns: false if a stop was requested: the caller then launches the usual way (which
-    ///   finishes the coroutine as the stop requires).
+    /// - Returns: false if a stop was requested, or in a forked child: the caller then launches
+    ///   the usual way (which finishes the coroutine as the stop, or the fork, requires).
     /// - Complexity: amortised O(1).
     @usableFromInline
     func queueLaunch(body: consuming @escaping () throws -> Void, observer: any UnstartedObserver,
                      parent: Unmanaged<Coroutine>) -> Bool {
-        if lifecycle.loadRelaxed().isStopRequested { return false }
+        if lifecycle.loadRelaxed().isStopRequested || ForkGuard.isForkedChild { return false }
         pendingLaunches.append(PendingLaunch(observer: observer, parent: parent.retain(), cancelAllCount: cancelAllCount),
                                body: body)
         runQueue.append(Self.launchMarker)
@@ -100,6 +100,8 @@ extension CoroutineScheduler {
         u._withUnsafeGuaranteedRef { transfer(from: loopRecord, to: $0) }
         noteBackOnLoop()
         if let f = finishedCoroutine {
+            // A coroutine that called fork() finished in the child (ForkGuard).
+            if ForkGuard.isForkedChild { ForkGuard.forkedChildReturnedToLoop(name) }
             finishedCoroutine = nil
             // Borrowed under the registry's reference, which is given back only after the
             // borrow (it is usually the last one).
@@ -205,6 +207,22 @@ extension Coroutine {
         finish(error: error, bodyRan: false)
         scheduler.unregister(self)
         keep.release()
+    }
+}
+
+extension Coroutine {
+    /// Finishes a coroutine launched in a forked child with `CoroutineError.forkedProcess`,
+    /// without running its body (``ForkGuard`` invariant 3). It was never linked to a parent, nor
+    /// registered or queued anywhere: only this coroutine's own state and its observer (the
+    /// promise) are touched, no scheduler's lock, queue or descriptor.
+    /// - Parameter entry: The coroutine, with the reference (+1) a registry would have kept;
+    ///   given back here.
+    func finishInForkedChild(_ entry: Unmanaged<Coroutine>) {
+        let body = self.body.take()
+        unstartedObserver?.coroutineNeverRan(CoroutineError.forkedProcess)
+        withExtendedLifetime(body) {}
+        finish(error: CoroutineError.forkedProcess, bodyRan: false)
+        entry.release()
     }
 }
 

@@ -11,13 +11,15 @@ extension CoroutineScheduler {
     /// Runs coroutines launched onto ``main`` and blocks submitted to `DispatchQueue.main`.
     /// After it returns, the main scheduler can be driven again.
     ///
-    /// - Precondition: called on ``main``, on the main thread, not from a coroutine.
+    /// - Precondition: called on ``main``, on the main thread, not from a coroutine, not in a
+    ///   child made by `fork()` (a fatal error there: the runtime's threads do not exist in it).
     /// - Suspends: no; it blocks the main thread until stopped.
     @available(*, noasync, message: "run() blocks the main thread")
     public func run() {
         precondition(kind == .main, "run() drives CoroutineScheduler.main only; other schedulers run on their own thread")
         precondition(isMainThread(), "CoroutineScheduler.main.run() must be called on the main thread")
         precondition(ccoro_tls_scheduler() == nil, "run() called while the main thread already drives a scheduler")
+        if ForkGuard.isForkedChild { ForkGuard.forkedChildReturnedToLoop(name) }
         drive { self.lifecycle.load().isStopRequested && self.liveCount == 0 }
         endMainRun()
     }
@@ -54,6 +56,8 @@ extension CoroutineScheduler {
             var pendingJobs = jobs.count
             while pendingJobs > 0, let job = jobs.popFirst() {
                 runLoopJob(job.run)
+                // A job that called fork() returned in the child (ForkGuard).
+                if ForkGuard.isForkedChild { ForkGuard.forkedChildReturnedToLoop(name) }
                 pendingJobs -= 1
             }
             var budget = 128

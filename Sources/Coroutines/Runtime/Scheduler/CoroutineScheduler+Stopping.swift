@@ -12,10 +12,13 @@ extension CoroutineScheduler {
     /// main thread) — coroutines launched onto main until then are cancelled too — and is
     /// ignored while nothing drives main.
     ///
+    /// In a child made by `fork()` it does nothing: the scheduler's thread does not exist there
+    /// (nothing launched in the child runs: ``CoroutineError/forkedProcess``).
+    ///
     /// - Suspends: no; returns at once (the unwinding happens on the scheduler's thread).
     ///   Thread-safe and idempotent.
     public func stop() {
-        guard kind != .pool else { return }
+        guard kind != .pool, !ForkGuard.isForkedChild else { return }
         requestStop()
     }
 

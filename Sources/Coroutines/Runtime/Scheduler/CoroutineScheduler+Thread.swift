@@ -9,8 +9,10 @@ import Darwin
 #endif
 
 extension CoroutineScheduler {
-    /// Starts the dedicated or pool thread that drives this scheduler until it is stopped.
+    /// Starts the dedicated or pool thread that drives this scheduler until it is stopped. In a
+    /// forked child it starts none (``ForkGuard``): nothing launched there can run anyway.
     func startThread() {
+        if ForkGuard.isForkedChild { return }
         let nice = Self.niceValue(for: qos)
         // A pool scheduler's thread keeps its pool alive (the scheduler does not retain it).
         let pool = self.pool

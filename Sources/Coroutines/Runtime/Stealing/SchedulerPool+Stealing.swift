@@ -51,6 +51,10 @@ extension SchedulerPool {
     /// child of the running coroutine (if any). `body` keeps `observer` (the promise) alive.
     @usableFromInline
     func submitUncreated(body: consuming @escaping () throws -> Void, observer: any UnstartedObserver) {
+        if ForkGuard.isForkedChild {
+            // Nothing queued, no parent linked (``ForkGuard`` invariant 3).
+            return PoolLaunch(body: body, observer: observer, parent: nil).finishUnstarted(CoroutineError.forkedProcess)
+        }
         let parent = ccoro_tls_coroutine().map { Unmanaged<Coroutine>.fromOpaque($0).retain() }
         submit(PoolLaunch(body: body, observer: observer, parent: parent))
     }
@@ -172,13 +176,16 @@ extension SchedulerPool {
     /// cancelled and unwound (as ``CoroutineScheduler/stop()`` does for one scheduler), pool
     /// launches that have not started are cancelled, and the threads end. Later launches onto
     /// the pool or its schedulers finish with `CoroutineError.schedulerStopped`. The default
-    /// pools ignore it.
+    /// pools ignore it, and so does every pool in a child made by `fork()` (its threads do not
+    /// exist there).
     ///
     /// - Suspends: no; returns at once (the unwinding happens on the schedulers' threads).
     ///   Thread-safe and idempotent.
     /// - Complexity: O(schedulers + launches in the shared queue).
     public func stop() {
-        guard !isDefault else { return }
+        // In a forked child the pool's threads do not exist; its queues are copies of the
+        // parent's, whose launches are the parent's to finish (ForkGuard).
+        guard !isDefault, !ForkGuard.isForkedChild else { return }
         for w in shared.close() { LaunchQueue.launch(moving: w).finishUnstarted(CancellationError()) }
         for s in schedulers { s.requestStop() }
     }

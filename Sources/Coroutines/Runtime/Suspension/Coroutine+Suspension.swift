@@ -102,14 +102,15 @@ extension Coroutine {
         if let c = current, c.isCancelled { throw CancellationError() }
     }
 
-    /// Runs `body` with the running coroutine, or throws `CoroutineError.notInCoroutine`.
+    /// Runs `body` with the running coroutine, or throws `CoroutineError.notInCoroutine`
+    /// (`forkedProcess` in a forked child).
     ///
     /// It takes no reference: the running coroutine is kept alive by its scheduler's registry
     /// until the loop reaps it, after its body ended, so it outlives anything its own code
     /// calls. Only for code running on that coroutine.
     @inlinable @inline(__always)
     static func withCurrent<R>(_ body: (Coroutine) throws -> R) throws -> R {
-        guard let p = ccoro_tls_coroutine() else { throw CoroutineError.notInCoroutine }
+        guard let p = ccoro_tls_coroutine() else { throw CoroutineError.outsideCoroutine }
         // Every suspending entry point comes through here: on a slab stack (no guard page) an
         // overflow is reported before the runtime's own frames go deeper (<doc:Stacks>).
         ccoro_check_stack_bound()
@@ -123,9 +124,12 @@ extension Coroutine {
         if _slowPath(hasPendingInterrupt) { try throwInterrupt() }
     }
 
-    /// Throws the pending interrupt: `CancellationError` first, else the expired timeout.
+    /// Throws the pending interrupt: `CoroutineError.forkedProcess` in a forked child (whose
+    /// fork handler marked the forking coroutine cancelled to bring it here: ``ForkGuard``), else
+    /// `CancellationError`, else the expired timeout.
     @usableFromInline
     func throwInterrupt() throws {
+        if ForkGuard.isForkedChild { throw CoroutineError.forkedProcess }
         if cancelledFlag.load(ordering: .sequentiallyConsistent) { throw CancellationError() }
         if expiredTimeoutScopes > 0 { throw timedOutError() }
     }
