@@ -73,7 +73,7 @@ let coreBenchmarks: [Benchmark] = [
               peers: [Workload(name: "swift: tasks (1M)", unit: "bytes/task", runs: 1) { try parkedInChild("tasks", 1_000_000) }]),
 ]
 
-let benchmarks: [Benchmark] = coreBenchmarks + timerBenchmarks() + syncBenchmarks() + poolBenchmarks()
+let benchmarks: [Benchmark] = coreBenchmarks + timerBenchmarks() + syncBenchmarks() + dumpBenchmarks() + poolBenchmarks()
 
 if CommandLine.arguments.count == 4, CommandLine.arguments[1] == "--parked-child" {
     let count = Int(CommandLine.arguments[3])!

@@ -11,7 +11,8 @@ extension Coroutine {
     /// nothing.
     ///
     /// - Suspends: no. Idempotent; callable from any thread.
-    /// - Complexity: O(number of descendants).
+    /// - Complexity: O(number of descendants). A coroutine's lock, which its launches and its
+    ///   finishing children take, is held for at most 256 children at a time.
     public func cancel() {
         // Iterative, not recursive: a chain of thousands of generations must not overflow the
         // caller's stack.
@@ -20,12 +21,32 @@ extension Coroutine {
             if c.withShared({ $0.finished }) { continue }
             if c.cancelledFlag.exchange(true, ordering: .sequentiallyConsistent) { continue }
             c.interruptWait(.cancelled)
-            c.withShared { s in
-                var child = s.firstChild
-                while let x = child {
+            c.collectChildren(into: &pending)
+        }
+    }
+
+    /// Appends the children of this coroutine, which was just marked cancelled by the caller, to
+    /// `pending`: in chunks of 256, releasing the lock between them, so that its children
+    /// finishing on other threads (they unlink under it) wait for one chunk at most. Between
+    /// chunks the position is `cancelCursor`, which a finishing child moves on; no child is linked
+    /// once the flag is set (`joinChildren`), so the walk ends.
+    private func collectChildren(into pending: inout [Coroutine]) {
+        var more = withShared { s in
+            s.cancelCursor = s.firstChild
+            return s.cancelCursor != nil
+        }
+        while more {
+            sharedLock.pauseForWaiters()
+            more = withShared { s in
+                var child = s.cancelCursor
+                var visited = 0
+                while let x = child, visited < 256 {
                     pending.append(x.takeUnretainedValue())
                     child = x._withUnsafeGuaranteedRef { $0.nextSibling }
+                    visited += 1
                 }
+                s.cancelCursor = child
+                return child != nil
             }
         }
     }

@@ -110,6 +110,11 @@ public final class Coroutine: @unchecked Sendable, Hashable, CustomStringConvert
         /// Not retained: a live child is kept alive by its scheduler's registry, and unlinks
         /// itself when it finishes.
         var firstChild: Unmanaged<Coroutine>?
+        /// The next child that ``cancel()``'s walk of this coroutine's children visits, between
+        /// two of its chunks; a finishing child that is the cursor moves it on as it unlinks.
+        /// Only one walk happens (the canceller that set `cancelledFlag`), and no child is linked
+        /// once that flag is set.
+        var cancelCursor: Unmanaged<Coroutine>?
     }
     /// The coroutine this one was launched from; cleared when this one finishes.
     /// Guarded by `parent.sharedLock` for the sibling links.

@@ -183,6 +183,7 @@ extension Coroutine {
         if let parent = parent.take() {
             parent.withShared { s in
                 let (previous, next) = (previousSibling, nextSibling)
+                if s.cancelCursor?.toOpaque() == Unmanaged.passUnretained(self).toOpaque() { s.cancelCursor = next }
                 if let previous {
                     previous._withUnsafeGuaranteedRef { $0.nextSibling = next }
                 } else {

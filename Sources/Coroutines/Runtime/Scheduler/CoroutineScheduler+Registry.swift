@@ -1,12 +1,30 @@
 /// The registry: every coroutine admitted to this scheduler and not yet finished, in an
 /// intrusive doubly linked list. It keeps each one alive (one reference per entry) and lets
 /// `cancelAll` and `dumpAll()` find them. Any thread, under `registryLock`.
+///
+/// Invariants:
+/// * An entry is linked from `register` until `unlink`; new entries go in at the head.
+/// * `registryLock` is held only for O(1) steps, or for at most ``walkChunk`` entries of a walk:
+///   launches from other threads take it (`register`), so a walk of a million coroutines must
+///   not hold it for milliseconds. A walk (``liveCoroutines()``) visits the list in chunks and
+///   releases the lock between them; between chunks its position is `walkCursor`, the next entry
+///   to visit, which `unlink` moves on when it removes that entry. Walks are serialised by
+///   `registryWalkLock`, so there is one cursor.
+/// * A walk visits every entry linked when it began and still linked when its cursor reaches it;
+///   entries registered meanwhile are at the head, behind the cursor, and are not visited.
 extension CoroutineScheduler {
-    /// The head of the list and its length.
+    /// The head of the list, its length, and the position of the walk in progress.
     struct Registry {
         var head: Unmanaged<Coroutine>?
         var count = 0
+        /// The next entry the walk in progress visits; nil when none is in progress or it has
+        /// reached the end.
+        var walkCursor: Unmanaged<Coroutine>?
     }
+
+    /// Entries a walk visits per hold of `registryLock` (a retain and an append each: a few
+    /// microseconds per chunk).
+    static let walkChunk = 256
 
     /// Runs `body` with the registry, holding `registryLock`. Never suspend or call user code
     /// inside. (As `Coroutine.withShared`: the state is touched only after `lock()`.)
@@ -38,7 +56,9 @@ extension CoroutineScheduler {
     func unlink(_ c: Coroutine) -> Bool {
         withRegistry { r in
             let (previous, next) = (c.registryPrevious, c.registryNext)
-            guard previous != nil || r.head?.toOpaque() == Unmanaged.passUnretained(c).toOpaque() else { return false }
+            let me = Unmanaged.passUnretained(c).toOpaque()
+            guard previous != nil || r.head?.toOpaque() == me else { return false }
+            if r.walkCursor?.toOpaque() == me { r.walkCursor = next }
             if let previous { previous._withUnsafeGuaranteedRef { $0.registryNext = next } } else { r.head = next }
             next?._withUnsafeGuaranteedRef { $0.registryPrevious = previous }
             c.registryNext = nil
@@ -53,17 +73,33 @@ extension CoroutineScheduler {
 
     /// The coroutines in the registry (admitted and not yet finished), newest first, retained so
     /// that they can be used after the registry's lock is released. Any thread.
-    /// - Complexity: O(live coroutines).
+    ///
+    /// Walks the list in chunks of ``walkChunk`` entries, releasing `registryLock` between them
+    /// (see the invariants above): a coroutine launched during the walk is not listed, one that
+    /// finishes during it may or may not be.
+    /// - Complexity: O(live coroutines); the lock is held O(``walkChunk``) at a time.
     func liveCoroutines() -> [Coroutine] {
-        withRegistry { r in
-            var all: [Coroutine] = []
-            all.reserveCapacity(r.count)
-            var c = r.head
-            while let x = c {
-                all.append(x.takeUnretainedValue())
-                c = x._withUnsafeGuaranteedRef { $0.registryNext }
+        registryWalkLock.lock()
+        defer { registryWalkLock.unlock() }
+        var all: [Coroutine] = []
+        all.reserveCapacity(withRegistry { r in
+            r.walkCursor = r.head
+            return r.count
+        })
+        while true {
+            let more = withRegistry { r -> Bool in
+                var c = r.walkCursor
+                var visited = 0
+                while let x = c, visited < Self.walkChunk {
+                    all.append(x.takeUnretainedValue())
+                    c = x._withUnsafeGuaranteedRef { $0.registryNext }
+                    visited += 1
+                }
+                r.walkCursor = c
+                return c != nil
             }
-            return all
+            if !more { return all }
+            registryLock.pauseForWaiters()
         }
     }
 }

@@ -134,6 +134,8 @@ public final class CoroutineScheduler: @unchecked Sendable {
     /// Registry (`Scheduler/+Registry`) — read and written only inside ``withRegistry(_:)``.
     /// Any thread.
     @exclusivity(unchecked) var registryState = Registry()
+    /// Registry (`Scheduler/+Registry`) — serialises walks of the registry (one walk cursor).
+    let registryWalkLock = FutexLock()
     /// Monitor (`Monitor/`) — what the stall monitor saw at its last samples; its thread writes
     /// it, `dumpAll()` reads it.
     let stallWatch = Mutex(StallWatch())
