@@ -30,23 +30,28 @@ extension Coroutine {
     /// finishing on other threads (they unlink under it) wait for one chunk at most. Between
     /// chunks the position is `cancelCursor`, which a finishing child moves on; no child is linked
     /// once the flag is set (`joinChildren`), so the walk ends.
-    private func collectChildren(into pending: inout [Coroutine]) {
+    ///
+    /// `chunk` and `betweenChunks` (run with the lock released) are for tests.
+    func collectChildren(into pending: inout [Coroutine], chunk: Int = 256, betweenChunks: () -> Void = {}) {
         var more = withShared { s in
             s.cancelCursor = s.firstChild
             return s.cancelCursor != nil
         }
         while more {
-            sharedLock.pauseForWaiters()
             more = withShared { s in
                 var child = s.cancelCursor
                 var visited = 0
-                while let x = child, visited < 256 {
+                while let x = child, visited < chunk {
                     pending.append(x.takeUnretainedValue())
                     child = x._withUnsafeGuaranteedRef { $0.nextSibling }
                     visited += 1
                 }
                 s.cancelCursor = child
                 return child != nil
+            }
+            if more {
+                betweenChunks()
+                sharedLock.pauseForWaiters()
             }
         }
     }

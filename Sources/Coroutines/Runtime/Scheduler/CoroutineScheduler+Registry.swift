@@ -78,7 +78,9 @@ extension CoroutineScheduler {
     /// (see the invariants above): a coroutine launched during the walk is not listed, one that
     /// finishes during it may or may not be.
     /// - Complexity: O(live coroutines); the lock is held O(``walkChunk``) at a time.
-    func liveCoroutines() -> [Coroutine] {
+    /// - Parameters (for tests): `chunk`, the entries per hold; `betweenChunks`, run between two
+    ///   holds, with the lock released.
+    func liveCoroutines(chunk: Int = walkChunk, betweenChunks: () -> Void = {}) -> [Coroutine] {
         registryWalkLock.lock()
         defer { registryWalkLock.unlock() }
         var all: [Coroutine] = []
@@ -90,7 +92,7 @@ extension CoroutineScheduler {
             let more = withRegistry { r -> Bool in
                 var c = r.walkCursor
                 var visited = 0
-                while let x = c, visited < Self.walkChunk {
+                while let x = c, visited < chunk {
                     all.append(x.takeUnretainedValue())
                     c = x._withUnsafeGuaranteedRef { $0.registryNext }
                     visited += 1
@@ -99,6 +101,7 @@ extension CoroutineScheduler {
                 return c != nil
             }
             if !more { return all }
+            betweenChunks()
             registryLock.pauseForWaiters()
         }
     }
