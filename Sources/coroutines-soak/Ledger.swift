@@ -27,7 +27,11 @@ enum SoakValue {
 /// - **duplicated**: a value received more than once;
 /// - **phantom**: a value received that no send delivered (its send threw, or it was never sent,
 ///   or it belongs to another round).
-/// Any other error thrown by a channel operation is **unexpected**. All four fail the soak.
+/// - **left over**: a value still buffered once every consumer has ended: each channel's backstop
+///   receives until the channel is closed *and* empty, so this is a receive that reported
+///   `closed` with values still buffered, or a value buffered after the close was seen. The drain
+///   counts it as received (it is not lost), and as left over.
+/// Any other error thrown by a channel operation is **unexpected**. All five fail the soak.
 final class RoundLedger: Sendable {
     struct Producer: Sendable {
         /// Sends that returned normally: values `0..<delivered`.
@@ -35,9 +39,9 @@ final class RoundLedger: Sendable {
     }
 
     struct Verdict {
-        var delivered = 0, received = 0, lost = 0, duplicated = 0, phantom = 0
+        var delivered = 0, received = 0, lost = 0, duplicated = 0, phantom = 0, leftOver = 0
         var samples: [String] = []
-        var isClean: Bool { lost == 0 && duplicated == 0 && phantom == 0 }
+        var isClean: Bool { lost == 0 && duplicated == 0 && phantom == 0 && leftOver == 0 }
     }
 
     let round: Int
@@ -46,6 +50,8 @@ final class RoundLedger: Sendable {
     private let producers: Mutex<[Producer]>
     /// Guarded by its lock: what each consumer received, and the drain after the round.
     private let received = Mutex<[[UInt64]]>([])
+    /// Guarded by its lock: values found buffered by the drain after the round.
+    private let leftOver = Mutex<[UInt64]>([])
     /// Guarded by its lock: descriptions of unexpected errors.
     private let unexpected = Mutex<[String]>([])
 
@@ -62,6 +68,12 @@ final class RoundLedger: Sendable {
         received.locked { $0.append(values) }
     }
 
+    /// Records what the driver drained from the closed channels once every consumer had ended.
+    func drained(_ values: [UInt64]) {
+        received.locked { $0.append(values) }
+        leftOver.locked { $0 += values }
+    }
+
     func unexpectedError(_ what: String) {
         unexpected.locked { $0.append(what) }
     }
@@ -76,6 +88,10 @@ final class RoundLedger: Sendable {
         var seen = delivered.map { [UInt8](repeating: 0, count: $0) }
         var verdict = Verdict()
         verdict.delivered = delivered.reduce(0, +)
+        for v in leftOver.locked({ $0 }) {
+            verdict.leftOver += 1
+            note(&verdict, "left over \(describe(v))")
+        }
         for batch in batches {
             verdict.received += batch.count
             for v in batch {

@@ -228,12 +228,13 @@ struct SoakRound {
         for ch in channels { _ = ch.close() }
         for c in launched.dropFirst(producerCount) { try c.join() }
         shared.handles.locked { $0 = [] }   // the bodies hold `shared`: no cycle left behind
-        // Values still buffered (their backstop was never cancelled, so there should be none).
+        // Values still buffered: there must be none (each backstop, never cancelled, received
+        // until its channel was closed and empty). Counted as received, and as left over.
         var drained: [UInt64] = []
         for ch in channels {
             while let v = try? ch.tryReceive() { drained.append(v) }
         }
-        ledger.consumerEnded(received: drained)
+        ledger.drained(drained)
         observe(channels + launched)
         return (ledger, shared.operations.load(ordering: .relaxed) + drained.count)
     }

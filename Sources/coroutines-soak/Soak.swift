@@ -37,9 +37,9 @@ struct Soak {
     /// Totals over the rounds.
     struct Totals {
         var rounds = 0, operations = 0, delivered = 0, received = 0
-        var lost = 0, duplicated = 0, phantom = 0, unexpected = 0
+        var lost = 0, duplicated = 0, phantom = 0, leftOver = 0, unexpected = 0
         var failures: [String] = []
-        var isClean: Bool { lost == 0 && duplicated == 0 && phantom == 0 && unexpected == 0 }
+        var isClean: Bool { lost == 0 && duplicated == 0 && phantom == 0 && leftOver == 0 && unexpected == 0 }
     }
 
     /// What the process and the runtime hold, read once every scheduler of the pool has gone
@@ -95,7 +95,7 @@ struct Soak {
             + "during traffic; sends that threw closed \(e.sendsClosed.load(ordering: .relaxed)), cancelled \(e.sendsCancelled.load(ordering: .relaxed)); "
             + "consumers cancelled \(e.receivesCancelled.load(ordering: .relaxed)); select timeouts \(e.selectTimeouts.load(ordering: .relaxed)); "
             + "schedulers that ran soak coroutines: \(e.schedulersUsed.load(ordering: .relaxed).nonzeroBitCount) of \(Self.schedulerCount)")
-        say("lost \(totals.lost), duplicated \(totals.duplicated), phantom \(totals.phantom), unexpected errors \(totals.unexpected); "
+        say("lost \(totals.lost), duplicated \(totals.duplicated), phantom \(totals.phantom), left over \(totals.leftOver), unexpected errors \(totals.unexpected); "
             + "channels and coroutines of \(observed.count) observed, not freed: \(unfreed)")
         return verdict(totals, start, end, unfreed: unfreed)
     }
@@ -115,9 +115,10 @@ struct Soak {
         totals.lost += verdict.lost
         totals.duplicated += verdict.duplicated
         totals.phantom += verdict.phantom
+        totals.leftOver += verdict.leftOver
         totals.unexpected += unexpected.count
         if !verdict.isClean || !unexpected.isEmpty {
-            totals.failures += ["round \(number): lost \(verdict.lost), duplicated \(verdict.duplicated), phantom \(verdict.phantom)"]
+            totals.failures += ["round \(number): lost \(verdict.lost), duplicated \(verdict.duplicated), phantom \(verdict.phantom), left over \(verdict.leftOver)"]
                 + verdict.samples + unexpected.prefix(10)
         }
     }

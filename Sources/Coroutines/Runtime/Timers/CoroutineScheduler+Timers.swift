@@ -14,7 +14,7 @@ extension CoroutineScheduler {
     @discardableResult
     func scheduleTimer(deadline: UInt64, _ action: @escaping @Sendable () -> Void,
                        onStopped: @escaping @Sendable () -> Void) -> TimerHandle {
-        let handle = TimerHandle(scheduler: self)
+        let handle = TimerHandle(scheduler: self, action: action)
         let arm: @Sendable () -> Void = { [self] in
             // The arming job was refused by a stopped scheduler and runs on a pool scheduler.
             guard isOnOwnThread else {
@@ -26,7 +26,7 @@ extension CoroutineScheduler {
                 handle.node = nil
                 action()
             }
-            node.portableAction = action
+            node.handle = handle
             handle.node = node
         }
         if isOnOwnThread { arm() } else { execute(arm) }
@@ -86,13 +86,15 @@ extension CoroutineScheduler {
     /// deadline; the rest belonged to coroutines, which have all finished.
     func handOverTimers() {
         while let t = timers.popDue(now: .max) {
-            if let portable = t.portableAction {
-                // A pool scheduler never stops: `onStopped` cannot run.
-                SchedulerPool.default(for: .default).next().scheduleTimer(deadline: t.deadline, portable,
-                                                                           onStopped: portable)
+            if let handle = t.handle {
+                // A pool scheduler never stops: `onStopped` cannot run. The old handle forwards a
+                // release to the new one (a timeout freed later still disarms its timer).
+                let portable = handle.action
+                handle.handOver(to: SchedulerPool.default(for: .default).next()
+                    .scheduleTimer(deadline: t.deadline, portable, onStopped: portable))
             }
             t.action = nil
-            t.portableAction = nil
+            t.handle = nil
         }
         armedTimerCount.store(0, ordering: .relaxed)
     }

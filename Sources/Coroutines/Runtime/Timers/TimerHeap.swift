@@ -30,7 +30,7 @@ struct TimerHeap {
         nodes.removeLast()
         node.heapIndex = -1
         node.action = nil
-        node.portableAction = nil
+        node.handle = nil
         if i < nodes.count {
             siftDown(i)
             siftUp(i)

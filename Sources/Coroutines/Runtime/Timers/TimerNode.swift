@@ -7,8 +7,10 @@ final class TimerNode {
     let sequence: UInt64        // tie-breaker: earlier-armed timers fire first
     var heapIndex = -1          // -1: not in a heap
     var action: (() -> Void)?
-    /// For timers armed through `scheduleTimer`: the action, runnable on another scheduler.
-    var portableAction: (@Sendable () -> Void)?
+    /// For timers armed through `scheduleTimer`: their handle, which holds the action in a form
+    /// runnable on another scheduler (``CoroutineScheduler/handOverTimers()``). A cycle with
+    /// `handle.node` while armed, broken when the timer fires, is removed or is handed over.
+    var handle: TimerHandle?
 
     init(deadline: UInt64, sequence: UInt64, action: @escaping () -> Void) {
         self.deadline = deadline
