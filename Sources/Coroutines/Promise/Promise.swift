@@ -141,7 +141,7 @@ public final class Promise<Value: Sendable>: @unchecked Sendable {
     ///   `CancellationError` if the coroutine is cancelled; `CoroutineError.timedOut` in an
     ///   expiring `withTimeout`.
     /// - Suspends: yes, unless settled; resumes on the coroutine's own scheduler.
-    /// - Complexity: O(1) to register; O(waiters) to withdraw after cancellation.
+    /// - Complexity: O(1) to register; O(1) amortised to withdraw after cancellation (a tombstone in a long queue: see `WaiterList`).
     @inlinable
     public func await() throws -> Value {
         let outcome: PromiseOutcome = try Coroutine.withCurrent { c in

@@ -179,7 +179,7 @@ struct PromiseStateMachine {
     /// Removes a coroutine's waiter (after cancellation or timeout).
     @inlinable
     mutating func remove(_ ticket: WaitTicket) {
-        _ = coroutines.remove { $0.matches(ticket) }
+        coroutines.withdraw(ticket)
     }
 
     /// Removes and returns a task's waiter.

@@ -29,7 +29,7 @@ public final class CoroutineMutex: Sendable {
     ///   `CoroutineError.timedOut` inside an expiring `withTimeout`;
     ///   `CoroutineError.notInCoroutine` outside a coroutine.
     /// - Suspends: while the lock is held; resumes on the coroutine's own scheduler.
-    /// - Complexity: O(1) to take or queue; O(waiters) to withdraw after cancellation.
+    /// - Complexity: O(1) to take or queue; O(1) amortised to withdraw after cancellation (a tombstone in a long queue: see `WaiterList`).
     public func lock() throws {
         try Coroutine.withCurrent { c in
             try c.wait(.mutex, register: { ticket in
@@ -90,6 +90,6 @@ struct CoroutineMutexState {
     }
 
     mutating func withdraw(_ ticket: WaitTicket) {
-        _ = waiters.remove { $0.matches(ticket) }
+        waiters.withdraw(ticket)
     }
 }

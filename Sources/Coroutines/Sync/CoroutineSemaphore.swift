@@ -31,13 +31,13 @@ public final class CoroutineSemaphore: Sendable {
     ///   `CoroutineError.timedOut` inside an expiring `withTimeout`;
     ///   `CoroutineError.notInCoroutine` outside a coroutine.
     /// - Suspends: while no permit is available; resumes on the coroutine's own scheduler.
-    /// - Complexity: O(1) to take or queue; O(waiters) to withdraw after cancellation.
+    /// - Complexity: O(1) to take or queue; O(1) amortised to withdraw after cancellation (a tombstone in a long queue: see `WaiterList`).
     public func acquire() throws {
         try Coroutine.withCurrent { c in
             try c.wait(.semaphore, register: { ticket in
                 state.locked { $0.acquire(ticket) }
             }, unregister: { ticket in
-                state.locked { s in _ = s.waiters.remove { $0.matches(ticket) } }
+                state.locked { $0.waiters.withdraw(ticket) }
             })
         }
     }

@@ -40,7 +40,7 @@ public final class WaitGroup: Sendable {
     ///   `CoroutineError.timedOut` inside an expiring `withTimeout`;
     ///   `CoroutineError.notInCoroutine` outside a coroutine.
     /// - Suspends: while the counter is above zero; resumes on the coroutine's own scheduler.
-    /// - Complexity: O(1) to register; O(waiters) to withdraw after cancellation.
+    /// - Complexity: O(1) to register; O(1) amortised to withdraw after cancellation (a tombstone in a long queue: see `WaiterList`).
     public func wait() throws {
         try Coroutine.withCurrent { c in
             try c.wait(.waitGroup, register: { ticket in
@@ -50,7 +50,7 @@ public final class WaitGroup: Sendable {
                     return false
                 }
             }, unregister: { ticket in
-                state.locked { s in _ = s.waiters.remove { $0.matches(ticket) } }
+                state.locked { $0.waiters.withdraw(ticket) }
             })
         }
     }

@@ -4,6 +4,24 @@ import Testing
 /// The FIFO of waiters behind every coroutine mutex, semaphore, wait group and promise.
 @Suite("WaiterList")
 struct WaiterListTests {
+    /// A regression test: it failed before its fix (each pop copied the whole overflow, because
+    /// a binding of `rest` made it look shared: draining a 100,000-waiter mutex took minutes).
+    @Test("pops and removals change an unshared overflow in place: no copy per operation")
+    func unsharedOverflowIsNeverCopied() {
+        var list = WaiterList<Int>()
+        for i in 0..<100 { list.append(i) }
+        let overflow = ObjectIdentifier(list.rest!)
+        _ = list.popFirst()
+        _ = list.remove { $0 == 50 }
+        _ = list.popFirst()
+        #expect(ObjectIdentifier(list.rest!) == overflow, "the overflow was copied")
+        // A shared one is copied (copy on write), and the copy is then changed in place.
+        let shared = list
+        _ = list.popFirst()
+        #expect(ObjectIdentifier(list.rest!) != overflow)
+        #expect(shared.entryCount == list.entryCount + 1)
+    }
+
     @Test("FIFO across the inline first waiter, pops, withdrawals and appends after a drain; the taken prefix does not pile up")
     func fifoAcrossPopsAndWithdrawals() {
         var list = WaiterList<Int>()

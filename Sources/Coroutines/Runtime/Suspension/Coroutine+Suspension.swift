@@ -45,6 +45,11 @@ struct WaitTicket: Sendable {
     func matches(_ other: WaitTicket) -> Bool {
         coroutine === other.coroutine && epoch == other.epoch
     }
+
+    /// Whether this suspension was claimed already (or a later one armed): a waker would skip
+    /// it. Once true, true for ever. A peek, for dropping withdrawn waiters; never a claim.
+    @inlinable
+    var isStale: Bool { coroutine.epoch.load(ordering: .relaxed) != epoch }
 }
 
 /// A coroutine whose suspension a waker has claimed (``Coroutine/tryClaim(epoch:)``) and must

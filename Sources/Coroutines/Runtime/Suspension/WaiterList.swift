@@ -6,8 +6,15 @@
 /// array (shifting made draining n waiters — an unlock or release per waiter — cost O(n²) under
 /// the primitive's lock).
 ///
+/// A waiter that withdraws (cancelled, timed out) is removed at once from the front or from a
+/// short list; from a long one it stays as a *tombstone* — a ticket already claimed, which
+/// every pop skips (``popClaimed()``) — and the tombstones are dropped together once they could
+/// be half of the list. So withdrawal is O(1) amortised at any length, and the list's memory stays
+/// proportional to its live waiters (at most about twice as many entries).
+///
 /// Invariants: `first == nil` ⇒ `rest` holds no waiter. `rest` is copied on write (a list is a
-/// value: the state machines move lists out and reset them).
+/// value: the state machines move lists out and reset them). Only claimed tickets are ever left
+/// as tombstones.
 ///
 /// Not thread-safe: lives inside a lock-protected state.
 @usableFromInline
@@ -19,6 +26,9 @@ struct WaiterList<Element> {
     @inlinable init() {}
 
     @inlinable var isEmpty: Bool { first == nil }
+
+    /// Entries held, tombstones included (see above). - Complexity: O(1).
+    var entryCount: Int { first == nil ? 0 : 1 + (rest?.count ?? 0) }
 
     /// Queues `e` at the back.
     /// - Complexity: O(1) amortised.
@@ -33,8 +43,33 @@ struct WaiterList<Element> {
             first = takeFromRest()
             return f
         }
-        guard let r = rest, r.contains(where: predicate) else { return nil }
+        // No binding of `rest` may live across `uniqueRest()`: a second reference makes it copy
+        // the whole overflow (O(n) per call; an unlock of a 100,000-waiter mutex took ms).
+        guard rest?.contains(where: predicate) == true else { return nil }
         return uniqueRest().remove(where: predicate)
+    }
+
+    /// Withdraws `ticket`, whose suspension its canceller or timeout has claimed (so a pop would
+    /// skip it): removed at once if it is the first waiter or the list is short (at most
+    /// ``WaiterListOverflow/exactWithdrawalLimit`` after the first); otherwise left as a
+    /// tombstone, and all of them dropped in one pass once tombstones may be half the list.
+    /// - Complexity: O(1) amortised.
+    @inlinable mutating func withdraw(_ ticket: WaitTicket) where Element == WaitTicket {
+        if let f = first, f.matches(ticket) {
+            first = takeLiveFromRest()
+            return
+        }
+        guard rest?.isEmpty == false else { return }
+        let o = uniqueRest()
+        if o.count <= WaiterListOverflow<Element>.exactWithdrawalLimit {
+            _ = o.remove { $0.matches(ticket) }
+            return
+        }
+        o.withdrawn += 1
+        if o.withdrawn * 2 > o.count {
+            o.removeAll { $0.isStale }
+            o.withdrawn = 0
+        }
     }
 
     /// Removes and returns the first element.
@@ -47,7 +82,7 @@ struct WaiterList<Element> {
 
     /// The next of `rest`, taken, or nil.
     @inlinable mutating func takeFromRest() -> Element? {
-        guard let r = rest, !r.isEmpty else { return nil }
+        guard rest?.isEmpty == false else { return nil }
         return uniqueRest().popFirst()
     }
 
@@ -64,8 +99,20 @@ struct WaiterList<Element> {
     /// Removes and returns the first ticket that can still be claimed (``WaitTicket/tryClaim()``),
     /// dropping stale ones (cancelled or timed-out waiters) on the way.
     @inlinable mutating func popClaimed() -> Element? where Element == WaitTicket {
-        while let t = popFirst() {
+        while let t = first {
+            first = takeLiveFromRest()
             if t.tryClaim() { return t }
+        }
+        return nil
+    }
+
+    /// The next live waiter of `rest`, taken, dropping the tombstones before it. `first` is never
+    /// a tombstone: a waiter withdrawn while in `rest` must not move up to `first`, where no
+    /// later withdrawal would find it (its own already happened) and it would keep its coroutine
+    /// alive until the next pop.
+    @inlinable mutating func takeLiveFromRest() -> Element? where Element == WaitTicket {
+        while let t = takeFromRest() {
+            if !t.isStale { return t }
         }
         return nil
     }
@@ -91,6 +138,11 @@ final class WaiterListOverflow<Element> {
     @usableFromInline var items: [Element?] = []
     /// The index in `items` of the next waiter; `items[..<head]` were taken already.
     @usableFromInline var head = 0
+    /// Withdrawals left as tombstones since the last pass that dropped them (an upper bound:
+    /// pops also drop tombstones).
+    @usableFromInline var withdrawn = 0
+    /// Up to this many waiters here, a withdrawal removes its waiter at once (a short search).
+    @inlinable static var exactWithdrawalLimit: Int { 32 }
 
     @inlinable init() {}
 
@@ -125,6 +177,16 @@ final class WaiterListOverflow<Element> {
         return items.remove(at: i)
     }
 
+    /// Removes every waiter matching `predicate`, keeping the others in order.
+    /// - Complexity: O(n).
+    @inlinable func removeAll(where predicate: (Element) -> Bool) {
+        var kept: [Element?] = []
+        kept.reserveCapacity(count)
+        for e in items[head...] where !predicate(e!) { kept.append(e) }
+        items = kept
+        head = 0
+    }
+
     @inlinable func forEach(_ body: (Element) -> Void) {
         for e in items[head...] { body(e!) }
     }
@@ -133,6 +195,7 @@ final class WaiterListOverflow<Element> {
     @inlinable func copy() -> WaiterListOverflow<Element> {
         let c = WaiterListOverflow()
         c.items = Array(items[head...])
+        c.withdrawn = withdrawn
         return c
     }
 }
