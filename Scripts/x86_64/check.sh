@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Executes the x86_64 context switch natively and checks that it keeps what the System V ABI
+# requires (Scripts/x86_64/switch_check.c). clang comes with the Swift toolchain.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+[ "$(uname -m)" = x86_64 ] || { echo "x86_64 check: skipped on $(uname -m)"; exit 0; }
+out=/tmp/coroutines-x86_64
+mkdir -p "$out"
+clang -O2 -fomit-frame-pointer -mno-red-zone Scripts/x86_64/switch_check.c Sources/CCoroutines/context_x86_64.S \
+  -o "$out/switch_check"
+"$out/switch_check"
