@@ -13,7 +13,10 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/prctl.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/syscall.h>
+#include <sys/timerfd.h>
 #include <time.h>
 
 long ccoro_set_timer_slack(long ns) {
@@ -79,16 +82,71 @@ int ccoro_poll_watch(int pfd, int fd) {
 
 // Whether epoll_pwait2 (Linux 5.11) works here: 0 not known yet, 1 yes, -1 no (ENOSYS: an older
 // kernel, or a seccomp filter that refuses it).
+// 1: epoll_pwait2 works; 0: not tried yet; -1: absent (ENOSYS), or turned off by the
+// environment (COROUTINES_EPOLL_PWAIT2=0, read once) to exercise the timerfd fallback.
 static int pwait2_state = 0;
+static pthread_once_t pwait2_once = PTHREAD_ONCE_INIT;
+static void read_pwait2_setting(void) {
+  const char *v = getenv("COROUTINES_EPOLL_PWAIT2");
+  if (v && strcmp(v, "0") == 0) __atomic_store_n(&pwait2_state, -1, __ATOMIC_RELAXED);
+}
 
-// Waits for events with a nanosecond timeout (negative: forever). epoll_wait takes whole
-// milliseconds (rounded up here, so a 200 µs timer would wait 1 ms); epoll_pwait2 takes a
-// timespec, and is used for any timeout that is not a whole number of milliseconds. Where the
-// kernel lacks it, the timeout is rounded up to milliseconds as before.
+// The fallback for a timeout that is not whole milliseconds where epoll_pwait2 is missing
+// (Linux before 5.11): a timerfd of the polling thread, added to the epoll being waited on and
+// armed to the timeout with nanoseconds; epoll_wait then waits without a timeout of its own, and
+// the timer's event is consumed and dropped here (its datum is no descriptor's: PollTable's data
+// are an fd, or bit 63 with an fd below 2^31 in the low word). One timerfd per thread, closed
+// when the thread ends; it is added again to each epoll the thread waits on (EEXIST is fine; a
+// closed epoll forgets it, and its number may be reused by the next).
+#define CCORO_TIMER_DATUM 0xFFFFFFFFFFFFFFFEull
+static __thread int thread_timer_fd = -1;
+static pthread_key_t timer_key;
+static pthread_once_t timer_key_once = PTHREAD_ONCE_INIT;
+static void close_thread_timer(void *unused) {
+  (void)unused;
+  if (thread_timer_fd >= 0) { close(thread_timer_fd); thread_timer_fd = -1; }
+}
+static void make_timer_key(void) { pthread_key_create(&timer_key, close_thread_timer); }
+
+static int wait_with_timerfd(int pfd, struct epoll_event *evs, int max, long long timeout_ns) {
+  if (thread_timer_fd < 0) {
+    pthread_once(&timer_key_once, make_timer_key);
+    thread_timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+    if (thread_timer_fd < 0) return -1;
+    pthread_setspecific(timer_key, (void *)1);   // a value, so that the destructor runs
+  }
+  struct epoll_event ev = {0};
+  ev.events = EPOLLIN;
+  ev.data.u64 = CCORO_TIMER_DATUM;
+  if (epoll_ctl(pfd, EPOLL_CTL_ADD, thread_timer_fd, &ev) != 0 && errno != EEXIST) return -1;
+  struct itimerspec its = {0};
+  its.it_value.tv_sec = (time_t)(timeout_ns / 1000000000LL);
+  its.it_value.tv_nsec = (long)(timeout_ns % 1000000000LL);
+  if (its.it_value.tv_sec == 0 && its.it_value.tv_nsec == 0) its.it_value.tv_nsec = 1;   // 0 would disarm
+  if (timerfd_settime(thread_timer_fd, 0, &its, NULL) != 0) return -1;
+  int n = epoll_wait(pfd, evs, max, -1);
+  struct itimerspec off = {0};
+  timerfd_settime(thread_timer_fd, 0, &off, NULL);   // disarmed: no expiry left for a later wait
+  if (n < 0) return 0;
+  int kept = 0;
+  for (int i = 0; i < n; i++) {
+    if (evs[i].data.u64 == CCORO_TIMER_DATUM) {
+      uint64_t expirations;
+      ssize_t r = read(thread_timer_fd, &expirations, sizeof expirations);
+      (void)r;
+      continue;
+    }
+    evs[kept++] = evs[i];
+  }
+  return kept;
+}
+
 static int wait_events(int pfd, struct epoll_event *evs, int max, long long timeout_ns) {
   if (max > 64) max = 64;
+  pthread_once(&pwait2_once, read_pwait2_setting);
+  int sub_millisecond = timeout_ns >= 0 && timeout_ns % 1000000 != 0;
 #ifdef SYS_epoll_pwait2
-  if (timeout_ns >= 0 && timeout_ns % 1000000 != 0 && __atomic_load_n(&pwait2_state, __ATOMIC_RELAXED) >= 0) {
+  if (sub_millisecond && __atomic_load_n(&pwait2_state, __ATOMIC_RELAXED) >= 0) {
     struct timespec ts = { .tv_sec = (time_t)(timeout_ns / 1000000000LL), .tv_nsec = (long)(timeout_ns % 1000000000LL) };
     long n = syscall(SYS_epoll_pwait2, pfd, evs, max, &ts, NULL, (size_t)0);
     if (n >= 0) {
@@ -99,6 +157,11 @@ static int wait_events(int pfd, struct epoll_event *evs, int max, long long time
     __atomic_store_n(&pwait2_state, -1, __ATOMIC_RELAXED);
   }
 #endif
+  if (sub_millisecond) {
+    int n = wait_with_timerfd(pfd, evs, max, timeout_ns);
+    if (n >= 0) return n;
+    // No timerfd (descriptors exhausted): whole milliseconds below, rounded up.
+  }
   int timeout_ms = -1;
   if (timeout_ns >= 0) {
     long long ms = timeout_ns / 1000000 + (timeout_ns % 1000000 != 0);
@@ -108,7 +171,6 @@ static int wait_events(int pfd, struct epoll_event *evs, int max, long long time
   return n < 0 ? 0 : n;
 }
 
-// An error or hang-up wakes both directions (the next read or write reports it).
 static void decode_events(uint32_t e, int *readable, int *writable) {
   int err = (e & (EPOLLERR | EPOLLHUP)) != 0;
   *readable = err || (e & (EPOLLIN | EPOLLRDHUP)) != 0;

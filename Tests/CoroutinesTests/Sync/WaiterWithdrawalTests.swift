@@ -50,7 +50,9 @@ struct WaiterWithdrawalTests {
         try await held.value
         let queued = (0..<300).map { i in
             Coroutine.launch(on: s) {
-                try mutex.withLock { order.append(i) }
+                try mutex.lock()
+                order.append(i)
+                mutex.unlock()
             }
         }
         #expect(await Kit.eventually { mutex.state.locked { $0.waiters.entryCount } == 300 })

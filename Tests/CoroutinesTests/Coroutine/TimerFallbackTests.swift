@@ -1,0 +1,75 @@
+import CoroutinesTestSupport
+import Foundation
+import Testing
+@testable import Coroutines
+
+#if os(Linux)
+/// The timer fallback for kernels without `epoll_pwait2` (a timerfd per polling thread, see
+/// `poll.c`), forced with `COROUTINES_EPOLL_PWAIT2=0` in a child process: sub-millisecond delays and
+/// select timeouts fire in order, wake-ups from other threads still arrive, descriptors readiness
+/// is still reported, and a stopped scheduler's thread leaves no timer descriptor behind. Only
+/// order and completion are checked: how precise it is, `coroutines-bench timer-precision` measures.
+@Suite("Timers without epoll_pwait2 (timerfd fallback)", .serialized, .enabled(if: CoroutineTestKit.exitTestsEnabled))
+struct TimerFallbackTests {
+    @Test("delays and select timeouts below a millisecond fire, in deadline order, with the timerfd fallback")
+    func subMillisecondTimersFire() async {
+        await ChildProcess.run(.success, id: "subMillisecondTimersFire", environment: ["COROUTINES_EPOLL_PWAIT2": "0"]) {
+            let s = CoroutineScheduler(name: "fallback")
+            let fired = CoroutineTestKit.Log<Int>()
+            // Three delays of 900, 300 and 600 µs, launched in that order
+            let all = [900, 300, 600].map { us in
+                Coroutine.async(on: s) { try Coroutine.delay(.microseconds(us)); fired.append(us) }
+            }
+            for p in all { try await p.value }
+            #expect(fired.all == [300, 600, 900])
+            // A select timeout of 200 µs on a channel that never delivers, 100 times
+            let timeouts = try await Coroutine.async(on: s) { () throws -> Int in
+                let never = Channel<Int>()
+                var n = 0
+                for _ in 0..<100 {
+                    let timedOut = try select { c in
+                        c.receive(from: never) { _ in false }
+                        c.timeout(after: .microseconds(200)) { true }
+                    }
+                    if timedOut { n += 1 }
+                }
+                return n
+            }.value
+            #expect(timeouts == 100)
+            // A wake-up from another thread while the loop waits on its timer
+            let p = Promise<Int>()
+            let waiter = Coroutine.async(on: s) { try p.await() }
+            let delayed = Coroutine.async(on: s) { try Coroutine.delay(.microseconds(500_300)) }
+            p.fulfill(5)
+            #expect(try await waiter.value == 5)
+            try await delayed.value
+            s.stop()
+        }
+    }
+
+    @Test("a dedicated scheduler that used the timerfd fallback leaves no descriptor open once its thread has ended")
+    func fallbackTimerDescriptorIsClosed() async {
+        await ChildProcess.run(.success, id: "fallbackTimerDescriptorIsClosed", environment: ["COROUTINES_EPOLL_PWAIT2": "0"]) {
+            func openDescriptors() -> Int { (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? -1 }
+            // Warm: every scheduler of the default pool has waited on its timer (each pool thread
+            // keeps its timer descriptor for as long as it lives, which is for ever)
+            for ps in SchedulerPool.default(for: .default).schedulers {
+                try await Coroutine.async(on: ps) { try Coroutine.delay(.microseconds(300)) }.value
+            }
+            // One round first: whatever the process opens once, lazily, is open before the count
+            func round(_ r: Int) async throws {
+                let s = CoroutineScheduler(name: "fallback-\(r)")
+                try await Coroutine.async(on: s) { try Coroutine.delay(.microseconds(300)) }.value
+                s.stop()
+                #expect(await CoroutineTestKit.eventually { s.isStopped })
+            }
+            try await round(0)
+            let before = openDescriptors()
+            for r in 1...5 { try await round(r) }
+            // Then five more schedulers' threads have come and gone without leaving theirs open
+            // (a leak would add five; the threads end right after `isStopped`, so: eventually)
+            #expect(await CoroutineTestKit.eventually { openDescriptors() <= before }, "before \(before), now \(openDescriptors())")
+        }
+    }
+}
+#endif
