@@ -17,13 +17,12 @@ extension Promise {
                     let now: PromiseOutcome? = withState { s in
                         if let o = s.outcome { return o }
                         if Task.isCancelled { return .rejected(CancellationError()) }
-                        _ = s.add(.continuation(id: id, resume))
-                        return nil
+                        return s.add(task: resume, id: id)
                     }
                     if let now { resume(now) }
                 }
             } onCancel: {
-                withState { $0.removeContinuation(id: id) }?(.rejected(CancellationError()))
+                withState { $0.removeTask(id: id) }?(.rejected(CancellationError()))
             }
         }
     }

@@ -66,4 +66,109 @@ struct WaiterWithdrawalTests {
         // Then the even ones took the lock, each once, in the order they queued
         #expect(order.all == Array(stride(from: 0, to: 300, by: 2)))
     }
+
+    @Test("1,000 coroutines join one coroutine and 900 are cancelled: its joiner queue shrinks to about its live joiners, and the 100 are woken in the order they joined")
+    func cancelledJoinersLeaveNoPile() async throws {
+        let s = CoroutineScheduler(name: "withdraw-join")
+        defer { s.stop() }
+        let release = Promise<Void>()
+        let order = Kit.Log<Int>()
+        let target = Coroutine.launch(on: s) { try release.await() }
+        // Given 1,000 coroutines joining it
+        let joiners = (0..<1_000).map { i in
+            Coroutine.launch(on: s) {
+                try target.join()
+                order.append(i)
+            }
+        }
+        #expect(await Kit.eventually { target.withShared { $0.joiners.count } == 1_000 })
+        // When 900 of them are cancelled while they wait (all but every tenth)
+        for (i, j) in joiners.enumerated() where i % 10 != 0 { j.cancel() }
+        for (i, j) in joiners.enumerated() where i % 10 != 0 { try await j.join() }
+        // Then the queue holds at most about twice its live joiners
+        let bound = 2 * 100 + WaiterListOverflow<WaitTicket>.exactWithdrawalLimit
+        let entries = target.withShared { $0.joiners.count }
+        #expect(entries <= bound, "\(entries) entries for 100 joiners")
+        // And the 100 are woken when the target finishes, in the order they joined
+        release.fulfill(())
+        for j in joiners { try await j.join() }
+        #expect(order.all == Array(stride(from: 0, to: 1_000, by: 10)))
+        #expect(target.withShared { $0.joiners.count } == 0)
+    }
+
+    @Test("1,000 tasks join one coroutine and 900 are cancelled: each removes exactly its own entry, and the 100 are woken")
+    func cancelledTaskJoinersRemoveTheirOwnEntry() async throws {
+        let s = CoroutineScheduler(name: "withdraw-task-join")
+        defer { s.stop() }
+        let release = Promise<Void>()
+        let target = Coroutine.launch(on: s) { try release.await() }
+        // Given 1,000 tasks joining it
+        let tasks = (0..<1_000).map { _ in Task { try await target.join() } }
+        #expect(await Kit.eventually { target.withShared { $0.joiners.count } == 1_000 })
+        // When 900 are cancelled
+        for (i, t) in tasks.enumerated() where i % 10 != 0 { t.cancel() }
+        for (i, t) in tasks.enumerated() where i % 10 != 0 {
+            await #expect(throws: CancellationError.self) { try await t.value }
+        }
+        // Then exactly the 100 others are left, and they are woken when it finishes
+        #expect(target.withShared { $0.joiners.count } == 100)
+        release.fulfill(())
+        for (i, t) in tasks.enumerated() where i % 10 == 0 { try await t.value }
+    }
+
+    @Test("1,000 tasks await a promise's value and 900 are cancelled: exactly 100 waiters are left, and they get the value")
+    func cancelledTaskAwaitersRemoveTheirOwnEntry() async throws {
+        let p = Promise<Int>()
+        // Given 1,000 tasks awaiting the promise
+        let tasks = (0..<1_000).map { _ in Task { try await p.value } }
+        #expect(await Kit.eventually { p.testWaiterCount == 1_000 })
+        // When 900 are cancelled
+        for (i, t) in tasks.enumerated() where i % 10 != 0 { t.cancel() }
+        for (i, t) in tasks.enumerated() where i % 10 != 0 {
+            await #expect(throws: CancellationError.self) { try await t.value }
+        }
+        // Then exactly the 100 others wait, and they get the value
+        #expect(p.testWaiterCount == 100)
+        p.fulfill(7)
+        for (i, t) in tasks.enumerated() where i % 10 == 0 { #expect(try await t.value == 7) }
+    }
+
+    @Test("200 coroutines wait for one descriptor and 150 are cancelled: its waiter list shrinks to about its live waiters, readiness wakes the 50, and the descriptor is dropped")
+    func cancelledDescriptorWaitersLeaveNoPile() async throws {
+        let s = CoroutineScheduler(name: "withdraw-fd")
+        defer { s.stop() }
+        let (r, w) = try Kit.makePipe()
+        defer { close(r); close(w) }
+        // Reads the scheduler-confined waiter table on its own thread.
+        func readerEntries() async throws -> Int {
+            try await Coroutine.async(on: s) { s.ioWaiters[r]?.readers.entryCount ?? 0 }.value
+        }
+        // Given 200 coroutines waiting until the empty pipe is readable
+        let woken = Kit.Counter()
+        let waiters = (0..<200).map { _ in
+            Coroutine.launch(on: s) {
+                try Coroutine.waitUntilReadable(r)
+                woken.increment()
+            }
+        }
+        var entries = 0
+        for _ in 0..<6_000 where entries != 200 {
+            entries = try await readerEntries()
+            if entries != 200 { try await Task.sleep(for: .milliseconds(10)) }
+        }
+        #expect(entries == 200)
+        // When 150 of them are cancelled (three of every four)
+        for (i, c) in waiters.enumerated() where i % 4 != 0 { c.cancel() }
+        for (i, c) in waiters.enumerated() where i % 4 != 0 { try await c.join() }
+        // Then at most about twice the live waiters are held, and none of them was woken
+        entries = try await readerEntries()
+        #expect(entries <= 2 * 50 + WaiterListOverflow<WaitTicket>.exactWithdrawalLimit, "\(entries) entries for 50 waiters")
+        #expect(woken.value == 0)
+        // And readiness wakes the 50, after which the scheduler holds nothing for the descriptor
+        var byte: UInt8 = 1
+        #expect(write(w, &byte, 1) == 1)
+        for (i, c) in waiters.enumerated() where i % 4 == 0 { try await c.join(); #expect(c.error == nil) }
+        #expect(woken.value == 50)
+        #expect(try await Coroutine.async(on: s) { s.ioWaiters[r] == nil }.value)
+    }
 }

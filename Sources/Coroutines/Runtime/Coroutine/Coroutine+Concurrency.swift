@@ -51,7 +51,7 @@ extension Coroutine {
                 let outcome: Outcome = withShared { s in
                     if s.finished { return .finished }
                     if Task.isCancelled { return .cancelled }
-                    s.joiners.append(.continuation(id: id, continuation))
+                    s.joiners.append(id: id, continuation)
                     return .waiting
                 }
                 switch outcome {
@@ -61,12 +61,7 @@ extension Coroutine {
                 }
             }
         } onCancel: {
-            let removed: CheckedContinuation<Void, any Error>? = withShared { s in
-                guard let i = s.joiners.firstIndex(where: { if case .continuation(id, _) = $0 { return true } else { return false } }) else { return nil }
-                guard case .continuation(_, let k) = s.joiners.remove(at: i) else { return nil }
-                return k
-            }
-            removed?.resume(throwing: CancellationError())
+            withShared { $0.joiners.removeTask(id: id) }?.resume(throwing: CancellationError())
         }
     }
 }

@@ -105,7 +105,7 @@ public final class Coroutine: @unchecked Sendable, Hashable, CustomStringConvert
     struct SharedState {
         var finished = false
         var error: (any Error)?
-        var joiners: [Joiner] = []
+        var joiners = JoinerQueue()
         var cancelTimers: [TimerHandle] = []
         /// Not retained: a live child is kept alive by its scheduler's registry, and unlinks
         /// itself when it finishes.
@@ -442,12 +442,6 @@ enum WaitKind: UInt8 {
 @usableFromInline
 enum WakeReason: UInt8 {
     case completed, cancelled, timedOut
-}
-
-/// A coroutine or a Swift task waiting in `join`.
-enum Joiner {
-    case coroutine(WaitTicket)
-    case continuation(id: UInt64, CheckedContinuation<Void, any Error>)
 }
 
 /// Told when a coroutine finishes without running its body (cancelled before start, stopped

@@ -10,10 +10,12 @@ import Darwin
 /// interest, re-armed on every wait (see ``waitForIO(_:fd:writable:)``).
 extension CoroutineScheduler {
     /// The coroutines waiting for one descriptor. Readiness wakes every waiter of that kind
-    /// (it is level-triggered: all of them may proceed and re-check).
+    /// (it is level-triggered: all of them may proceed and re-check). Each kind is a
+    /// ``WaiterList``: one waiter (the common case) allocates nothing, and a cancelled or timed-out
+    /// waiter is withdrawn in O(1) amortised at any number of waiters.
     struct IOWaiters {
-        var readers: [WaitTicket] = []
-        var writers: [WaitTicket] = []
+        var readers = WaiterList<WaitTicket>()
+        var writers = WaiterList<WaitTicket>()
         var isEmpty: Bool { readers.isEmpty && writers.isEmpty }
     }
 
@@ -30,35 +32,42 @@ extension CoroutineScheduler {
     /// close, use ``waitForReadiness(_:_:writable:publish:)`` instead.
     func waitForIO(_ c: Coroutine, fd: Int32, writable: Bool) throws {
         try c.wait(writable ? .writable : .readable, register: { ticket in
-            var w = ioWaiters[fd] ?? IOWaiters()
-            if writable { w.writers.append(ticket) } else { w.readers.append(ticket) }
-            let err = poller.arm(fd: fd, readable: !w.readers.isEmpty, writable: !w.writers.isEmpty)
+            // The lists are changed in place, inside the dictionary: a copy of `IOWaiters` held
+            // across a change would make the list copy its whole overflow (O(n) per waiter).
+            let interest = ioWaiters[fd].map { (readable: !writable || !$0.readers.isEmpty,
+                                                writable: writable || !$0.writers.isEmpty) }
+                ?? (readable: !writable, writable: writable)
+            let err = poller.arm(fd: fd, readable: interest.readable, writable: interest.writable)
             if err == EPERM {
                 // Regular files and the like are always ready and cannot be polled.
                 return true
             }
             if err != 0 { throw CoroutineError.pollFailed(errno: err) }
-            ioWaiters[fd] = w
+            if writable {
+                ioWaiters[fd, default: IOWaiters()].writers.append(ticket)
+            } else {
+                ioWaiters[fd, default: IOWaiters()].readers.append(ticket)
+            }
             return false
         }, unregister: { ticket in
-            removeIOWaiter(ticket, fd: fd)
+            removeIOWaiter(ticket, fd: fd, writable: writable)
         })
     }
 
-    /// Removes `ticket` from the waiters of `fd`, if it is still there, and re-arms or disarms
-    /// the poller for the waiters left. Scheduler thread only.
-    private func removeIOWaiter(_ ticket: WaitTicket, fd: Int32) {
-        guard var w = ioWaiters[fd] else { return }
-        let before = w.readers.count + w.writers.count
-        w.readers.removeAll { $0.matches(ticket) }
-        w.writers.removeAll { $0.matches(ticket) }
-        guard w.readers.count + w.writers.count != before else { return }
-        if w.isEmpty {
+    /// Withdraws `ticket` (claimed by its canceller or timeout) from the waiters of `fd`, if it is
+    /// still there, and re-arms or disarms the poller when the interest changed (no waiter of its
+    /// kind is left). Scheduler thread only. - Complexity: O(1) amortised.
+    private func removeIOWaiter(_ ticket: WaitTicket, fd: Int32, writable: Bool) {
+        // In place (see `waitForIO`); nothing to do if no waiter of this kind is queued.
+        guard ioWaiters[fd].map({ writable ? !$0.writers.isEmpty : !$0.readers.isEmpty }) == true else { return }
+        if writable { ioWaiters[fd]?.writers.withdraw(ticket) } else { ioWaiters[fd]?.readers.withdraw(ticket) }
+        guard let left = ioWaiters[fd].map({ (readers: !$0.readers.isEmpty, writers: !$0.writers.isEmpty) }) else { return }
+        if !left.readers && !left.writers {
             ioWaiters[fd] = nil
             poller.disarm(fd: fd)
-        } else {
-            ioWaiters[fd] = w
-            _ = poller.arm(fd: fd, readable: !w.readers.isEmpty, writable: !w.writers.isEmpty)
+        } else if writable ? !left.writers : !left.readers {
+            // The last waiter of this kind is gone: drop that interest.
+            _ = poller.arm(fd: fd, readable: left.readers, writable: left.writers)
         }
     }
 }

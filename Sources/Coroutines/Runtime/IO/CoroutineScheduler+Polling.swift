@@ -28,16 +28,17 @@ extension CoroutineScheduler {
                 continue
             }
             guard var w = ioWaiters[fd] else { continue }
-            var woken: [WaitTicket] = []
-            if ev.readable != 0 { woken += w.readers; w.readers = [] }
-            if ev.writable != 0 { woken += w.writers; w.writers = [] }
+            var readers = WaiterList<WaitTicket>(), writers = WaiterList<WaitTicket>()
+            if ev.readable != 0 { swap(&readers, &w.readers) }
+            if ev.writable != 0 { swap(&writers, &w.writers) }
             if w.isEmpty {
                 ioWaiters[fd] = nil
             } else {
                 ioWaiters[fd] = w
                 _ = poller.arm(fd: fd, readable: !w.readers.isEmpty, writable: !w.writers.isEmpty)
             }
-            for t in woken { t.resume() }
+            readers.forEach { $0.resume() }   // a tombstone's claim fails: skipped
+            writers.forEach { $0.resume() }
         }
     }
 }

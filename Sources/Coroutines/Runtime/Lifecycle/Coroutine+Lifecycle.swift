@@ -158,21 +158,17 @@ extension Coroutine {
         // Most coroutines end with neither joiners nor cancel timers: the lists are then left
         // untouched (moving an empty array still costs reference counting).
         var timers: [TimerHandle]?
-        var joiners: [Joiner]?
+        var joiners: JoinerQueue.Storage?
         withShared { s in
             s.finished = true
             if let error { s.error = error }
             if !s.cancelTimers.isEmpty { timers = s.cancelTimers; s.cancelTimers = [] }
-            if !s.joiners.isEmpty { joiners = s.joiners; s.joiners = [] }
+            joiners = s.joiners.takeAll()
         }
         if let timers { for t in timers { t.cancel() } }
         if let joiners {
-            for joiner in joiners {
-                switch joiner {
-                case .coroutine(let ticket): ticket.resume()
-                case .continuation(_, let continuation): continuation.resume()
-                }
-            }
+            joiners.coroutines.forEach { $0.resume() }   // a tombstone's claim fails: skipped
+            for continuation in joiners.tasks.values { continuation.resume() }
         }
         // Only errors thrown by a body are reported, not the reason a body never ran (see <doc:CoroutineLifecycle>).
         if let error, bodyRan, reportsUnobservedErrors, joiners == nil, !(error is CancellationError) {
