@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Executes the arm64 context switch under qemu-aarch64 (user mode) and checks that it keeps what
-# AAPCS64 requires (Scripts/arm64/switch_check.c). Run as root, it installs Debian's qemu-user,
+# AAPCS64 requires, that fresh contexts start aligned and that unwinding stops at their first frame
+# (Scripts/arm64/switch_check.c). Run as root, it installs Debian's qemu-user,
 # gcc-aarch64-linux-gnu's C library (libc6-dev-arm64-cross) when missing; clang comes with the
-# Swift toolchain.
+# Swift toolchain. SWITCH_ASM=path checks another copy of the assembly (e.g. a deliberately broken
+# one) instead of Sources/CCoroutines/context_arm64.S.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 need=()
@@ -15,7 +17,7 @@ fi
 out=/tmp/coroutines-arm64
 mkdir -p "$out"
 gcc_dir=$(dirname "$(ls /usr/lib/gcc-cross/aarch64-linux-gnu/*/libgcc.a | head -1)")
-clang -target aarch64-linux-gnu -O2 -fuse-ld=lld --sysroot=/usr/aarch64-linux-gnu -B "$gcc_dir" -L "$gcc_dir" \
+clang -target aarch64-linux-gnu -O2 -fasynchronous-unwind-tables -fuse-ld=lld --sysroot=/usr/aarch64-linux-gnu -B "$gcc_dir" -L "$gcc_dir" \
   -isystem /usr/aarch64-linux-gnu/include \
-  Scripts/arm64/switch_check.c Sources/CCoroutines/context_arm64.S -o "$out/switch_check" -static
+  Scripts/arm64/switch_check.c "${SWITCH_ASM:-Sources/CCoroutines/context_arm64.S}" -o "$out/switch_check" -static
 qemu-aarch64 "$out/switch_check"
