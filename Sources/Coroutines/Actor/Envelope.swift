@@ -2,47 +2,90 @@ import Synchronization
 
 /// A message sent to a ``CoroutineActor``, with the means to answer its sender.
 ///
-/// The first ``reply(_:)`` or ``fail(_:)`` settles the sender's promise; later answers are
-/// ignored. If the envelope is released without an answer, the sender's promise is rejected with
-/// ``ActorError/noReply`` — a sender never waits forever for a dropped message.
+/// The first ``reply(_:)`` or ``fail(_:)`` answers the sender; later answers are ignored. If the
+/// envelope is released without an answer, the sender gets ``ActorError/noReply`` — a sender
+/// never waits forever for a dropped message.
+///
+/// The sender is one of two kinds (invariant: exactly one of `promise` and `requester` is set):
+/// - a promise, for ``CoroutineActor/send(_:)``: the answer settles it;
+/// - a suspended coroutine, for ``CoroutineActor/request(_:)``: the answer claims its wait
+///   (``WaitTicket/tryClaim()``), then writes the result into `slot` — a variable in the
+///   requester's frame, on its stack — and makes it ready (next, on its own scheduler's thread:
+///   ``CoroutineScheduler/makeReadyNext(_:)``). The slot is written only after a successful
+///   claim, while the requester cannot run, so a requester that was cancelled meanwhile (its
+///   claim won by the canceller, its frame gone) is never written to: that answer is dropped.
 ///
 /// - Thread-safety: `Sendable`; it may be answered from any thread (for example after the actor
 ///   handed it to other work).
 public final class Envelope<Message: Sendable, Reply: Sendable>: Sendable {
     /// The message.
     public let message: Message
-    @usableFromInline let promise: Promise<Reply>
-    /// Set by the first answer, so that releasing an answered envelope does no generic work.
+    @usableFromInline let promise: Promise<Reply>?
+    /// The waiting coroutine of a `request`, and where its answer goes (see above).
+    @usableFromInline let requester: WaitTicket?
+    @usableFromInline nonisolated(unsafe) let slot: UnsafeMutablePointer<Result<Reply, any Error>?>?
+    /// Set by the first answer, so that releasing an answered envelope does no generic work, and
+    /// so that a request is answered once.
     @usableFromInline let answered = Atomic<Bool>(false)
 
     @inlinable
     init(_ message: Message, _ promise: Promise<Reply>) {
         self.message = message
         self.promise = promise
+        requester = nil
+        slot = nil
+    }
+
+    /// An envelope of ``CoroutineActor/request(_:)``: the answer goes to `slot` and wakes the
+    /// wait `requester` armed.
+    @inlinable
+    init(_ message: Message, requester: WaitTicket, slot: UnsafeMutablePointer<Result<Reply, any Error>?>) {
+        self.message = message
+        promise = nil
+        self.requester = requester
+        self.slot = slot
     }
 
     deinit {
         if !answered.load(ordering: .acquiring) {
-            promise.reject(ActorError.noReply)   // does nothing if settled otherwise
+            answer(.failure(ActorError.noReply))   // does nothing if answered otherwise
         }
     }
 
-    /// Fulfils the sender's promise with `reply` (ignored after the first answer).
-    /// - Suspends: no. Any thread. O(waiters of the promise).
+    /// Answers the sender with `reply` (ignored after the first answer).
+    /// - Suspends: no. Any thread. O(waiters of the promise), O(1) for a request.
     @inlinable
     public func reply(_ reply: Reply) {
-        promise.fulfill(reply)
-        answered.store(true, ordering: .releasing)
+        answer(.success(reply))
     }
 
-    /// Rejects the sender's promise with `error` (ignored after the first answer).
-    /// - Suspends: no. Any thread. O(waiters of the promise).
+    /// Answers the sender with `error` (ignored after the first answer).
+    /// - Suspends: no. Any thread. O(waiters of the promise), O(1) for a request.
     @inlinable
     public func fail(_ error: any Error) {
-        promise.reject(error)
-        answered.store(true, ordering: .releasing)
+        answer(.failure(error))
     }
 
     /// Whether the envelope has been answered (or its sender's promise otherwise settled).
-    public var isAnswered: Bool { !promise.isPending }
+    public var isAnswered: Bool {
+        if let promise { return !promise.isPending }
+        return answered.load(ordering: .acquiring)
+    }
+
+    @inlinable
+    func answer(_ result: Result<Reply, any Error>) {
+        if let promise {
+            switch result {
+            case .success(let r): promise.fulfill(r)
+            case .failure(let e): promise.reject(e)
+            }
+            answered.store(true, ordering: .releasing)
+            return
+        }
+        // A request: the first answer only; then the requester, if it still waits.
+        guard !answered.exchange(true, ordering: .acquiringAndReleasing),
+              let requester, requester.tryClaim() else { return }
+        slot.unsafelyUnwrapped.pointee = result
+        requester.coroutine.wakeClaimedNext()
+    }
 }

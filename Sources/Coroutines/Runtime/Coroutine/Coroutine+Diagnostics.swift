@@ -99,6 +99,7 @@ extension WaitKind {
         case .other: "a suspending operation"
         case .offload: "Coroutine.offload"
         case .callback: "a callback-based operation"
+        case .actorRequest: "an actor request"
         }
     }
 }

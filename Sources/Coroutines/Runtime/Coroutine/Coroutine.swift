@@ -435,7 +435,7 @@ enum CoroutineStatus: UInt8 {
 @usableFromInline
 enum WaitKind: UInt8 {
     case none, delay, yield, promise, join, readable, writable, task, channel, select, mutex, semaphore, waitGroup, other,
-         offload, callback
+         offload, callback, actorRequest
 }
 
 /// Why a suspension ended.

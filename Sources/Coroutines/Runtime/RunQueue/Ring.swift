@@ -17,7 +17,7 @@
 ///
 /// Not thread-safe: each ring is confined to its scheduler's thread. Not copyable: a copy would
 /// share the memory. The owner calls ``deallocate()``, which destroys what is still queued.
-/// - Complexity: amortised O(1) ``append(_:)``; O(1) ``popFirst()``, ``peek(_:)`` and
+/// - Complexity: amortised O(1) ``append(_:)`` and ``prepend(_:)``; O(1) ``popFirst()``, ``peek(_:)`` and
 ///   ``replaceFirst(with:)``.
 struct Ring<Element>: ~Copyable {
     private var buffer: UnsafeMutablePointer<Element>
@@ -40,6 +40,16 @@ struct Ring<Element>: ~Copyable {
     mutating func append(_ element: consuming Element) {
         if count == mask + 1 { grow() }
         (buffer + ((head + count) & mask)).initialize(to: element)
+        count += 1
+    }
+
+    /// Queues `element` at the front (it is taken off next): a hand-off that runs before what is
+    /// queued (``CoroutineScheduler/makeReadyNext(_:)``).
+    @inline(__always)
+    mutating func prepend(_ element: consuming Element) {
+        if count == mask + 1 { grow() }
+        head = (head &- 1) & mask
+        (buffer + head).initialize(to: element)
         count += 1
     }
 

@@ -29,6 +29,30 @@ extension CoroutineScheduler {
         }
     }
 
+    /// Makes `c` (whose suspension was claimed) ready to run *next*, before everything in the run
+    /// queue, when called on this scheduler's own thread: the hand-off of `CoroutineActor.request`
+    /// (the caller switches to the idle actor, the reply switches back), as Go's `runnext` slot
+    /// (runtime `proc.go`, `runqput` with `next`). A stated exception to FIFO wake-up order
+    /// (<doc:ThreadsSchedulersAndCoroutines>), bounded: after ``handoffLimit`` hand-offs in a row
+    /// one goes to the back, so a pair handing off to each other cannot starve the queue. From
+    /// another thread, the same as ``makeReady(_:)``.
+    /// - Complexity: O(1) amortised.
+    func makeReadyNext(_ c: Coroutine) {
+        guard isOnOwnThread else { return makeReady(c) }
+        c.status = .ready
+        if let r = c.record { ccoro_prefetch_frames(&r.pointee.context, 2) }
+        if handoffStreak < Self.handoffLimit {
+            handoffStreak += 1
+            runQueue.prepend(Unmanaged.passUnretained(c))
+        } else {
+            handoffStreak = 0
+            runQueue.append(Unmanaged.passUnretained(c))
+        }
+    }
+
+    /// Hand-offs to the front of the run queue before one goes to the back (``makeReadyNext(_:)``).
+    static var handoffLimit: Int { 32 }
+
     /// Runs `job` on the scheduler's loop (outside any coroutine). Any thread. If the scheduler
     /// has stopped, the job runs on a pool scheduler instead.
     @usableFromInline

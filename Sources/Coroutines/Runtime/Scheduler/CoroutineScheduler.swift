@@ -76,6 +76,9 @@ public final class CoroutineScheduler: @unchecked Sendable {
     /// Switching (`Switching/`) — how many more direct coroutine-to-coroutine switches before the
     /// loop gets a turn.
     @exclusivity(unchecked) var directBudget = 0
+    /// Wake-ups (`Scheduler/+WakeUps`) — hand-offs to the front of the run queue since one last
+    /// went to the back (``makeReadyNext(_:)``: bounds how long they keep others waiting).
+    @exclusivity(unchecked) var handoffStreak = 0
     /// Stacks (`Stacks/`) — default-size stacks kept by this scheduler (taken and given back
     /// without a lock).
     @exclusivity(unchecked) var stackCache: [UnsafeMutablePointer<ccoro_stack_record>] = []

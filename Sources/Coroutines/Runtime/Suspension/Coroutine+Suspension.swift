@@ -177,6 +177,14 @@ extension Coroutine {
         placement._withUnsafeGuaranteedRef { $0.makeReady(self) }
     }
 
+    /// ``wakeClaimed(_:)`` as a normal completion, to run next on its scheduler when called on that
+    /// scheduler's thread (``CoroutineScheduler/makeReadyNext(_:)``). Any thread.
+    @usableFromInline
+    func wakeClaimedNext() {
+        wakeReason = .completed
+        placement._withUnsafeGuaranteedRef { $0.makeReadyNext(self) }
+    }
+
     /// Claims the current suspension, if one is armed (cancellation, timeouts).
     func interruptWait(_ reason: WakeReason) {
         let e = epoch.load(ordering: .sequentiallyConsistent)

@@ -1,0 +1,59 @@
+import Synchronization
+
+/// A request: a message sent and its reply awaited by the sending coroutine in one call, handed
+/// off directly when the actor is idle on the caller's own scheduler (see <doc:Actors>).
+extension CoroutineActor {
+    /// Sends `message` to the actor and suspends the calling coroutine until the actor answers.
+    ///
+    /// The same contract as `try send(message).await()` — messages are handled one at a time in
+    /// the order they arrived; the answer is the reply, the error passed to `fail`,
+    /// ``ActorError/noReply``, the body's error or ``ActorError/terminated`` — without a promise.
+    ///
+    /// **Direct hand-off.** When the actor is idle (waiting for a message) on the caller's own
+    /// scheduler, the caller switches straight to the actor's coroutine, and the reply switches
+    /// straight back as soon as the actor waits for its next message: each goes to the front of the
+    /// run queue instead of the back, as Go's `runnext` (runtime `proc.go`). This is a stated
+    /// exception to FIFO wake-up order (<doc:ThreadsSchedulersAndCoroutines>): coroutines already
+    /// queued run after the round trip. It is bounded: after 32 such hand-offs in a row one goes to
+    /// the back, so a requester and an actor answering each other cannot starve the queue. To a
+    /// busy actor, or to one on another scheduler, the message is queued and the caller woken as
+    /// for any suspension.
+    ///
+    /// - Parameter message: The message.
+    /// - Returns: The actor's reply.
+    /// - Throws: The error the actor answered with (``Envelope/fail(_:)``, or the body's error
+    ///   while it held the envelope); ``ActorError/noReply`` if the actor dropped the envelope
+    ///   unanswered; ``ActorError/terminated`` if the actor has ended or ends before handling the
+    ///   message; ``ActorError/requestFromItself`` when called by the actor's own coroutine;
+    ///   `CancellationError` if the caller is (or becomes) cancelled, `CoroutineError.timedOut`
+    ///   inside an expiring `withTimeout` — the message stays queued and is still handled, its
+    ///   answer dropped; `CoroutineError.notInCoroutine` outside a coroutine.
+    /// - Suspends: yes, until the answer; resumes on the caller's own scheduler.
+    /// - Complexity: O(1) amortised, plus the actor's handling.
+    /// - Thread-safety: any coroutine, on any scheduler.
+    @inlinable
+    public func request(_ message: Message) throws -> Reply {
+        try Coroutine.withCurrent { me in
+            if me === coroutine { throw ActorError.requestFromItself }
+            var result: Result<Reply, any Error>?
+            try withUnsafeMutablePointer(to: &result) { slot in
+                try me.wait(.actorRequest, register: { ticket in
+                    let envelope = Envelope(message, requester: ticket, slot: slot)
+                    if mailbox.postNext(envelope) { return false }
+                    // Terminated: answered here, before the envelope is released (its deinit would
+                    // answer noReply).
+                    envelope.answered.store(true, ordering: .releasing)
+                    slot.pointee = .failure(ActorError.terminated)
+                    return true
+                }, unregister: { _ in
+                    // The envelope stays in the mailbox: the actor still handles the message, and
+                    // its answer, failing to claim this finished wait, is dropped.
+                })
+            }
+            guard let result else {
+                preconditionFailure("internal inconsistency: an actor request resumed without an answer")
+            }
+            return try result.get()
+        }
+    }
+}
