@@ -3,8 +3,8 @@
 # docs/charts/, with gnuplot, from the output of a benchmark run:
 #   Scripts/charts.sh FILE   FILE holds what Scripts/bench.sh and then Scripts/compare-go.sh
 #                            printed (docs/charts/results-amd-epyc.txt is such a file)
-#   Scripts/charts.sh        runs both scripts first (the whole suite: most of an hour), saves
-#                            their output as docs/charts/results-<date>.txt and draws from it
+#   Scripts/charts.sh        runs both scripts first, every benchmark (run it on a quiet machine),
+#                            saves their output as docs/charts/results-<date>.txt and draws from it
 # Charts:
 #   ours-vs-peers.svg           pinned to one core: swift-coroutines, the fastest Swift-concurrency
 #                               peer and Go 1.19 (GOMAXPROCS=1) per workload, log scale
