@@ -17,6 +17,9 @@
 # for coroutines-bench itself are not used: the tables take ours and the Swift peers from bench.sh.
 # gnuplot comes from Debian: run as root, the script installs `gnuplot-nox` when it is missing.
 set -euo pipefail
+if [ $# -eq 1 ] && [ -r "$1" ]; then   # a path relative to where the script was called from
+  given=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
+fi
 cd "$(dirname "$0")/.."
 root=$(pwd)
 out=docs/charts
@@ -32,8 +35,8 @@ fi
 if [ $# -gt 1 ]; then
   echo "usage: Scripts/charts.sh [results-file]"; exit 2
 elif [ $# -eq 1 ]; then
-  results=$1
-  [ -r "$results" ] || { echo "charts: cannot read $results"; exit 1; }
+  [ -n "${given:-}" ] || { echo "charts: cannot read $1"; exit 1; }
+  results=$given
 else
   results=$out/results-$(date +%Y-%m-%d).txt
   mkdir -p "$out"
