@@ -9,9 +9,9 @@ import Synchronization
 /// The sender is one of two kinds (invariant: exactly one of `promise` and `requester` is set):
 /// - a promise, for ``CoroutineActor/send(_:)``: the answer settles it;
 /// - a suspended coroutine, for ``CoroutineActor/request(_:)``: the answer claims its wait
-///   (``WaitTicket/tryClaim()``), then writes the result into `slot` — a variable in the
+///   (`WaitTicket.tryClaim()`), then writes the result into `slot` — a variable in the
 ///   requester's frame, on its stack — and makes it ready (next, on its own scheduler's thread:
-///   ``CoroutineScheduler/makeReadyNext(_:)``). The slot is written only after a successful
+///   `CoroutineScheduler.makeReadyNext(_:)`). The slot is written only after a successful
 ///   claim, while the requester cannot run, so a requester that was cancelled meanwhile (its
 ///   claim won by the canceller, its frame gone) is never written to: that answer is dropped.
 ///
