@@ -51,6 +51,14 @@ SYM(ccoro_switch):
     stp d10, d11, [sp, #112]
     stp d12, d13, [sp, #128]
     stp d14, d15, [sp, #144]
+    .cfi_rel_offset d8, 96
+    .cfi_rel_offset d9, 104
+    .cfi_rel_offset d10, 112
+    .cfi_rel_offset d11, 120
+    .cfi_rel_offset d12, 128
+    .cfi_rel_offset d13, 136
+    .cfi_rel_offset d14, 144
+    .cfi_rel_offset d15, 152
     mrs x9, fpcr
     str x9, [sp, #160]
 
@@ -72,6 +80,28 @@ SYM(ccoro_switch):
     ldp x25, x26, [sp, #48]
     ldp x27, x28, [sp, #64]
     ldp x29, x30, [sp, #80]
+    // The registers hold their values again: an unwinder stopped at the `add` or the `ret` (a
+    // signal there) must not read them from the frame being popped.
+    .cfi_restore x19
+    .cfi_restore x20
+    .cfi_restore x21
+    .cfi_restore x22
+    .cfi_restore x23
+    .cfi_restore x24
+    .cfi_restore x25
+    .cfi_restore x26
+    .cfi_restore x27
+    .cfi_restore x28
+    .cfi_restore x29
+    .cfi_restore x30
+    .cfi_restore d8
+    .cfi_restore d9
+    .cfi_restore d10
+    .cfi_restore d11
+    .cfi_restore d12
+    .cfi_restore d13
+    .cfi_restore d14
+    .cfi_restore d15
     add sp, sp, #176
     .cfi_adjust_cfa_offset -176
     ret
