@@ -5,9 +5,11 @@
 // Each variant ping-pongs between the main stack and one fresh stack for three consecutive timed
 // loops of 10^7 switches, and every loop is printed (a variant that is fast in its first loop only
 // shows up). The variants are the ones the runtime uses on each path:
-//   - "ccoro_switch, one call site": both sides switch from the same function, so its `ret`
-//     returns where the return-stack predictor expects (the runtime's coroutine-to-coroutine
-//     switch: both sides suspended in switchAway);
+//   - "ccoro_switch, one call site": both sides run the same loop through the same calls, so
+//     every `ret` returns where the return-stack predictor expects (the runtime's
+//     coroutine-to-coroutine switch, both sides suspended in switchAway through the same calls,
+//     as in `Coroutine.yield`; where the two call chains differ higher up, one return further up
+//     misses, whichever variant is used — a jump there mispredicts every later return instead);
 //   - "ccoro_switch_jump": the two sides switch from different places, ending in an indirect jump
 //     (the runtime's switches between the loop and a coroutine, into fresh stacks, and between a
 //     generator's next() and its yield);
@@ -44,17 +46,23 @@ static ccoro_context main_ctx, coro_ctx;
 static int variant;
 static fcontext_t boost_ctx;
 
-// The one call site of the SHARED_RET variant, for both sides.
+// The SHARED_RET variant: both sides run this same loop, so every `ret` — the switch's, and
+// `hop`'s — returns to the address the return-stack predictor holds, as when two coroutines
+// suspended through the same calls switch to each other.
 __attribute__((noinline)) static void hop(ccoro_context *from, const ccoro_context *to) {
   ccoro_switch(from, to);
   __asm__ volatile("" ::: "memory");
+}
+
+__attribute__((noinline)) static void shared_loop(ccoro_context *from, const ccoro_context *to, long rounds) {
+  for (long i = 0; i < rounds; i++) hop(from, to);
 }
 
 static void coro_entry(void *arg) {
   (void)arg;
   for (;;) {
     switch (variant) {
-    case SHARED_RET: hop(&coro_ctx, &main_ctx); break;
+    case SHARED_RET: shared_loop(&coro_ctx, &main_ctx, switches); break;   // the main side ends first
     case JUMP: ccoro_switch_jump(&coro_ctx, &main_ctx); break;
     default: ccoro_switch(&coro_ctx, &main_ctx); break;
     }
@@ -77,7 +85,7 @@ static double timed_loop(int v) {
   long rounds = switches / 2;
   uint64_t t0 = now();
   switch (v) {
-  case SHARED_RET: for (long i = 0; i < rounds; i++) hop(&main_ctx, &coro_ctx); break;
+  case SHARED_RET: shared_loop(&main_ctx, &coro_ctx, rounds); break;
   case JUMP: for (long i = 0; i < rounds; i++) ccoro_switch_jump(&main_ctx, &coro_ctx); break;
   case SPLIT_RET: for (long i = 0; i < rounds; i++) ccoro_switch(&main_ctx, &coro_ctx); break;
   case BOOST: for (long i = 0; i < rounds; i++) boost_ctx = jump_fcontext(boost_ctx, 0).fctx; break;

@@ -12,11 +12,18 @@ private struct PingPong {
 
 nonisolated(unsafe) private var pingPong = UnsafeMutablePointer<PingPong>.allocate(capacity: 1)
 
+/// Both sides of the ping-pong run this loop, so every `ret` on the way (the switch's, and this
+/// function's call into it) returns where the return-stack predictor expects: the runtime's
+/// coroutine-to-coroutine switch, whose two sides suspended through the same calls
+/// (Scripts/boost/switch_timing.c times the other patterns, and Boost's, in C).
+@inline(never)
+private func switchLoop(_ from: UnsafeMutablePointer<ccoro_context>, _ to: UnsafeMutablePointer<ccoro_context>, _ rounds: Int) {
+    for _ in 0..<rounds { ccoro_switch(from, to) }
+}
+
 private let pingPongEntry: @convention(c) (UnsafeMutableRawPointer?) -> Void = { _ in
     let p = pingPong
-    while true {
-        ccoro_switch(&p.pointee.other, &p.pointee.main)
-    }
+    switchLoop(&p.pointee.other, &p.pointee.main, .max)
 }
 
 func rawSwitch(iterations: Int) -> Double {
@@ -27,9 +34,7 @@ func rawSwitch(iterations: Int) -> Double {
     ccoro_make(&pingPong.pointee.other, stack.top, pingPongEntry, nil)
     let p = pingPong
     let t0 = now()
-    for _ in 0..<iterations {
-        ccoro_switch(&p.pointee.main, &p.pointee.other)
-    }
+    switchLoop(&p.pointee.main, &p.pointee.other, iterations)
     let t1 = now()
     return Double(t1 - t0) / Double(iterations * 2)   // two switches per iteration
 }
