@@ -209,15 +209,20 @@ func peerSieve<K: PeerContinuationKind>(_ kind: K.Type, primes count: Int) throw
 
 // MARK: actor — send → reply awaited, one scheduler
 
+/// An actor on the current scheduler that adds each message to a total and replies with it.
+func makeCounterActor() -> CoroutineActor<Int, Int> {
+    CoroutineActor<Int, Int> { mailbox in
+        var total = 0
+        for envelope in mailbox {
+            total &+= envelope.message
+            envelope.reply(total)
+        }
+    }
+}
+
 func coroutineActor(messages: Int) throws -> Double {
     try Coroutine.runBlocking {
-        let actor = CoroutineActor<Int, Int> { mailbox in
-            var total = 0
-            for envelope in mailbox {
-                total &+= envelope.message
-                envelope.reply(total)
-            }
-        }
+        let actor = makeCounterActor()
         let t0 = now()
         var last = 0
         for _ in 0..<messages { last = try actor.send(1).await() }
@@ -234,13 +239,7 @@ func coroutineActor(messages: Int) throws -> Double {
 /// to the idle actor, whose reply switches back.
 func coroutineActorRequest(messages: Int) throws -> Double {
     try Coroutine.runBlocking {
-        let actor = CoroutineActor<Int, Int> { mailbox in
-            var total = 0
-            for envelope in mailbox {
-                total &+= envelope.message
-                envelope.reply(total)
-            }
-        }
+        let actor = makeCounterActor()
         _ = try actor.request(0)   // the actor's coroutine has started and waits for messages
         let t0 = now()
         var last = 0
