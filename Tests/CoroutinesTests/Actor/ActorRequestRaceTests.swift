@@ -250,4 +250,89 @@ struct ActorRequestRaceTests {
             #expect(try await Coroutine.async(on: actorScheduler) { try actor.request(42) }.value == 42)
         }
     }
+
+    @Test("a requester already cancelled when it requests throws CancellationError and its message is never sent")
+    func cancelledBeforeRequesting() async throws {
+        let handled = Kit.Log<Int>()
+        let outcome = try await Kit.run { () -> String in
+            let actor = CoroutineActor<Int, Int>(on: CoroutineScheduler.current) { mailbox in
+                for envelope in mailbox {
+                    handled.append(envelope.message)
+                    envelope.reply(envelope.message)
+                }
+            }
+            defer { actor.cancel() }
+            _ = try actor.request(0)   // the actor is idle: a request would be a hand-off
+            // Given a requester that is cancelled (by itself) when it is about to request
+            let requester = Coroutine.async { () -> Int in
+                Coroutine.current?.cancel()
+                return try actor.request(1)
+            }
+            // When it runs, then it throws
+            let outcome: String
+            do { _ = try requester.await(); outcome = "replied" } catch { outcome = "\(type(of: error))" }
+            // And the actor never got its message
+            _ = try actor.request(2)
+            return outcome
+        }
+        #expect(outcome == "CancellationError")
+        #expect(handled.all == [0, 2])
+    }
+
+    @Test("an envelope released unanswered on a plain thread after the actor moved on answers its requester noReply")
+    func droppedOffTheActor() async throws {
+        let outcomes = try await Kit.run { () -> [String] in
+            let actor = CoroutineActor<Int, Int>(on: CoroutineScheduler.current) { mailbox in
+                for envelope in mailbox {
+                    // Handed to a thread that drops it; the actor waits for its next message
+                    Thread { _ = Kit.opaque(envelope.message) }.start()
+                }
+            }
+            defer { actor.cancel() }
+            return (0..<20).map { i in
+                do { return "replied \(try actor.request(i))" } catch { return "\(error)" }
+            }
+        }
+        #expect(outcomes == Array(repeating: "\(ActorError.noReply)", count: 20))
+    }
+
+    @Test("50 requesters on the actor's own scheduler, with other coroutines queued, each get their own answers, and the actor sees each requester's messages in order")
+    func manyRequestersOnTheActorsScheduler() async throws {
+        let wrong = try await Kit.run { () -> [String] in
+            let seen = Kit.Log<Int>()
+            let actor = CoroutineActor<Int, Int>(on: CoroutineScheduler.current) { mailbox in
+                for envelope in mailbox {
+                    seen.append(envelope.message)
+                    envelope.reply(envelope.message &* 3)
+                }
+            }
+            defer { actor.cancel() }
+            let others = Kit.Counter()
+            // Given 50 requesters and 50 coroutines that only yield, on one scheduler
+            let busy = (0..<50).map { _ in Coroutine.launch { for _ in 0..<100 { try Coroutine.yield(); _ = others.increment() } } }
+            let requesters = (0..<50).map { r in
+                Coroutine.async { () -> [String] in
+                    var wrong: [String] = []
+                    for k in 0..<100 {
+                        let m = r * 1_000 + k
+                        let reply = try actor.request(m)
+                        if reply != m * 3 { wrong.append("\(m) -> \(reply)") }
+                    }
+                    return wrong
+                }
+            }
+            // When all of them have run
+            var wrong = try requesters.flatMap { try $0.await() }
+            for b in busy { try b.join() }
+            // Then each requester's messages reached the actor in the order it sent them
+            let all = seen.all
+            for r in 0..<50 where all.filter({ $0 / 1_000 == r }) != (0..<100).map({ r * 1_000 + $0 }) {
+                wrong.append("requester \(r) out of order")
+            }
+            if others.value != 5_000 { wrong.append("the yielding coroutines ran \(others.value) turns") }
+            return wrong
+        }
+        #expect(wrong.isEmpty, "\(wrong.prefix(5))")
+    }
+
 }
