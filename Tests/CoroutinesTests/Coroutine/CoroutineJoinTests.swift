@@ -114,4 +114,42 @@ struct CoroutineJoinTests {
             #expect(c.error == nil)
         }
     }
+
+    @Test("joiners on two schedulers and in tasks, cancelled from another thread while the target finishes, each either return normally or throw CancellationError, and none hangs")
+    func cancellationsRaceTheFinish() async throws {
+        try await Kit.withScheduler("join-race-a") { a in
+            try await Kit.withScheduler("join-race-b") { b in
+                for round in 0..<60 {
+                    let gate = Promise<Void>()
+                    let target = Coroutine.launch(on: a) {
+                        try gate.await()
+                        jitter(round &* 13)
+                        throw Kit.Boom()
+                    }
+                    // Given 60 coroutine joiners on two schedulers and 4 task joiners
+                    let joiners = (0..<60).map { i in Coroutine.async(on: i % 2 == 0 ? a : b) { try target.join() } }
+                    let tasks = (0..<4).map { _ in Task { try await target.join() } }
+                    // When the target is released, and two thirds of the joiners are cancelled meanwhile
+                    gate.fulfill(())
+                    jitter(round)
+                    for (i, j) in joiners.enumerated() where i % 3 != 0 { j.cancel() }
+                    for (i, t) in tasks.enumerated() where i % 2 == 0 { t.cancel() }
+                    // Then each joiner returns or throws CancellationError, and the others return
+                    for (i, j) in joiners.enumerated() {
+                        do { try await j.value } catch is CancellationError {
+                            #expect(i % 3 != 0, "joiner \(i) (not cancelled) threw CancellationError")
+                        }
+                    }
+                    for (i, t) in tasks.enumerated() {
+                        do { try await t.value } catch is CancellationError {
+                            #expect(i % 2 == 0, "task \(i) (not cancelled) threw CancellationError")
+                        }
+                    }
+                    try await target.join()
+                    #expect(target.withShared { $0.joiners.count } == 0)
+                }
+            }
+        }
+    }
+
 }

@@ -116,6 +116,68 @@ struct UnobservedErrorTests {
         }
         #expect(calls.isEmpty)
     }
+
+    @Test("an error is reported when every joiner — 100 coroutines, more than a withdrawal removes at once, and 5 tasks — was cancelled and had withdrawn before it threw")
+    func allJoinersWithdrawnStillReported() async throws {
+        let calls = try await recordingUnobserved(prefix: "unobserved-withdrawn") {
+            try await Kit.withScheduler("unobserved-withdrawn") { s in
+                let gate = Promise<Void>()
+                let target = Coroutine.launch(on: s, name: "unobserved-withdrawn") {
+                    try gate.await()
+                    throw Boom(code: 6)
+                }
+                // Given 100 coroutine joiners (tombstones in the middle of the queue once they
+                // withdraw) and 5 task joiners
+                let joiners = (0..<100).map { _ in Coroutine.launch(on: s) { try target.join() } }
+                let tasks = (0..<5).map { _ in Task { try await target.join() } }
+                #expect(await Kit.eventually { target.withShared { $0.joiners.count } == 105 })
+                // When all of them are cancelled, in an order that leaves tombstones behind the
+                // first (every odd one first, then the even ones from the back), and have ended
+                for (i, j) in joiners.enumerated() where i % 2 == 1 { j.cancel() }
+                for (i, j) in joiners.enumerated().reversed() where i % 2 == 0 { j.cancel() }
+                for t in tasks { t.cancel() }
+                for j in joiners { try await j.join() }
+                for t in tasks { await #expect(throws: CancellationError.self) { try await t.value } }
+                // And then the target throws
+                gate.fulfill(())
+                // (waited for without joining it, which would observe the error)
+                #expect(await Kit.eventually { target.withShared { $0.finished } })
+                _ = try await Kit.onSchedulerLoop(s) {}   // the report's job has run
+            }
+        }
+        // Then its error is reported, once
+        try #require(calls.count == 1)
+        #expect(calls[0].1 as? Boom == Boom(code: 6))
+    }
+
+    @Test("an error is not reported when one coroutine joiner is still waiting among 100 cancelled ones, and that joiner is woken")
+    func oneLiveJoinerAmongTombstones() async throws {
+        let calls = try await recordingUnobserved(prefix: "unobserved-one-live") {
+            try await Kit.withScheduler("unobserved-one-live") { s in
+                let gate = Promise<Void>()
+                let target = Coroutine.launch(on: s, name: "unobserved-one-live") {
+                    try gate.await()
+                    throw Boom(code: 7)
+                }
+                let woken = Kit.Counter()
+                // Given 101 coroutine joiners, of which only the 51st will stay
+                let joiners = (0...100).map { _ in Coroutine.launch(on: s) { try target.join(); _ = woken.increment() } }
+                #expect(await Kit.eventually { target.withShared { $0.joiners.count } == 101 })
+                // When all the others are cancelled and have withdrawn
+                for (i, j) in joiners.enumerated() where i != 50 { j.cancel() }
+                for (i, j) in joiners.enumerated() where i != 50 { try await j.join() }
+                // And the target throws
+                gate.fulfill(())
+                try await joiners[50].join()
+                _ = try await Kit.onSchedulerLoop(s) {}
+                // Then the remaining joiner was woken (normally), and only it
+                #expect(joiners[50].error == nil)
+                #expect(woken.value == 1)
+            }
+        }
+        // And nothing was reported
+        #expect(calls.isEmpty)
+    }
 }
 
 extension UnobservedErrorTests {

@@ -171,4 +171,66 @@ struct WaiterWithdrawalTests {
         #expect(woken.value == 50)
         #expect(try await Coroutine.async(on: s) { s.ioWaiters[r] == nil }.value)
     }
+
+    /// The poll events the kernel holds for `fd` in any epoll instance of this process (from
+    /// `/proc/self/fdinfo`), or nil if none holds it.
+    static func epollEvents(for fd: Int32) -> UInt32? {
+        guard let entries = try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fdinfo") else { return nil }
+        for entry in entries {
+            guard let text = try? String(contentsOfFile: "/proc/self/fdinfo/\(entry)", encoding: .utf8) else { continue }
+            for line in text.split(separator: "\n") where line.hasPrefix("tfd:") {
+                let fields = line.split(whereSeparator: { $0 == " " || $0 == "\t" })
+                guard fields.count >= 4, Int32(fields[1]) == fd, fields[2] == "events:" else { continue }
+                return UInt32(fields[3], radix: 16)
+            }
+        }
+        return nil
+    }
+
+    @Test("readers and writers wait on one socket and every reader and all writers but one are cancelled: readable interest is dropped, and the remaining writer is still woken when the socket becomes writable")
+    func mixedDescriptorWaitersWithdrawn() async throws {
+        let s = CoroutineScheduler(name: "withdraw-fd-mixed")
+        defer { s.stop() }
+        var pair: [Int32] = [0, 0]
+        try #require(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &pair) == 0)
+        let (mine, peer) = (pair[0], pair[1])
+        defer { close(mine); close(peer) }
+        for fd in pair { _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) }
+        Kit.fill(pipeWriteEnd: mine)   // not writable; nothing to read either
+        func waiting() async throws -> (readers: Int, writers: Int) {
+            try await Coroutine.async(on: s) {
+                (s.ioWaiters[mine]?.readers.entryCount ?? 0, s.ioWaiters[mine]?.writers.entryCount ?? 0)
+            }.value
+        }
+        // Given 40 readers and 40 writers waiting on the same socket
+        let readers = (0..<40).map { _ in Coroutine.launch(on: s) { try Coroutine.waitUntilReadable(mine) } }
+        let writers = (0..<40).map { _ in Coroutine.launch(on: s) { try Coroutine.waitUntilWritable(mine) } }
+        var counts = (readers: 0, writers: 0)
+        for _ in 0..<6_000 where counts != (40, 40) {
+            counts = try await waiting()
+            if counts != (40, 40) { try await Task.sleep(for: .milliseconds(10)) }
+        }
+        try #require(counts == (40, 40))
+        // When every reader and every writer but the 17th are cancelled (leaving tombstones
+        // around it), from the back and the front alternately
+        for (i, w) in writers.enumerated().reversed() where i != 17 && i % 2 == 0 { w.cancel() }
+        for r in readers.reversed() { r.cancel() }
+        for (i, w) in writers.enumerated() where i != 17 && i % 2 == 1 { w.cancel() }
+        for r in readers { try await r.join(); #expect(r.error is CancellationError) }
+        for (i, w) in writers.enumerated() where i != 17 { try await w.join(); #expect(w.error is CancellationError) }
+        // Then no reader is left and the poller no longer asks for readability, only writability
+        counts = try await waiting()
+        #expect(counts.readers == 0)
+        #expect(counts.writers >= 1)
+        let events = try #require(try await Coroutine.async(on: s) { Self.epollEvents(for: mine) }.value)
+        #expect(events & UInt32(0x001) /* EPOLLIN */ == 0, "readable interest left: events \(String(events, radix: 16))")
+        #expect(events & UInt32(0x004) /* EPOLLOUT */ != 0, "writable interest lost: events \(String(events, radix: 16))")
+        // And when the peer drains the socket, the remaining writer is woken
+        var buffer = [UInt8](repeating: 0, count: 65_536)
+        while buffer.withUnsafeMutableBytes({ read(peer, $0.baseAddress, $0.count) }) > 0 {}
+        try await writers[17].join()
+        #expect(writers[17].error == nil)
+        #expect(try await Coroutine.async(on: s) { s.ioWaiters[mine] == nil }.value)
+    }
+
 }

@@ -1,0 +1,159 @@
+import Foundation
+import Testing
+@testable import Coroutines
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+private typealias Kit = CoroutineTestKit
+
+/// The floating-point control state (rounding mode, flush-to-zero) belongs to each coroutine: the
+/// switch saves and restores it (on x86_64 the x87 control word and MXCSR's control bits, loaded
+/// only when they differ), so a change in one coroutine neither leaks into another coroutine, a
+/// generator's consumer or the scheduler loop, nor is lost across the coroutine's own suspensions.
+@Suite("Floating-point environment per coroutine")
+struct FloatingPointEnvironmentTests {
+    /// 1/3 rounded to nearest (a literal: a computed constant would be computed lazily, maybe in
+    /// a changed mode). Rounded upward, 1/3 is the next double.
+    static let third = 0x1.5555555555555p-2
+
+    /// What the calling context's floating-point control state looks like, from its effects:
+    /// the rounding mode both as `fegetround` reports it and as an SSE division rounds, and
+    /// whether a subnormal result is flushed to zero.
+    struct Mode: Equatable, Sendable, CustomStringConvertible {
+        var reported: Int32
+        var divisionRoundsUp: Bool
+        var flushesToZero: Bool
+
+        static var current: Mode {
+            let q = Kit.opaque(1.0) / Kit.opaque(3.0)
+            let tiny = Kit.opaque(Double.leastNormalMagnitude) / Kit.opaque(4.0)
+            return Mode(reported: fegetround(), divisionRoundsUp: q > FloatingPointEnvironmentTests.third,
+                        flushesToZero: tiny == 0)
+        }
+
+        static let standard = Mode(reported: FE_TONEAREST, divisionRoundsUp: false, flushesToZero: false)
+        static let changed = Mode(reported: FE_UPWARD, divisionRoundsUp: true, flushesToZero: true)
+
+        var description: String { "round \(reported) up \(divisionRoundsUp) ftz \(flushesToZero)" }
+    }
+
+    #if arch(x86_64)
+    /// Sets or clears MXCSR's flush-to-zero bit (15) through the environment (Glibc has no call
+    /// for it alone).
+    static func setFlushToZero(_ on: Bool) {
+        var env = fenv_t()
+        fegetenv(&env)
+        if on { env.__mxcsr |= 0x8000 } else { env.__mxcsr &= ~UInt32(0x8000) }
+        fesetenv(&env)
+    }
+    #endif
+
+    /// Switches the calling context to round upward and flush to zero.
+    static func change() {
+        fesetround(FE_UPWARD)
+        #if arch(x86_64)
+        setFlushToZero(true)
+        #endif
+    }
+
+    static func restore() {
+        fesetround(FE_TONEAREST)
+        #if arch(x86_64)
+        setFlushToZero(false)
+        #endif
+    }
+
+    @Test("a coroutine that rounds upward and flushes to zero keeps its mode across 200 yields, while another coroutine on the same scheduler keeps the default through the same switches")
+    func modeStaysWithItsCoroutine() async throws {
+        let seen = try await Kit.run { () -> [String] in
+            let log = Kit.Log<String>()
+            // Given a coroutine that changed its mode, and one that did not, taking turns
+            let changed = Coroutine.launch {
+                Self.change()
+                defer { Self.restore() }
+                #if arch(x86_64)
+                let expected = Mode.changed
+                #else
+                let expected = Mode(reported: FE_UPWARD, divisionRoundsUp: true, flushesToZero: Mode.current.flushesToZero)
+                #endif
+                for i in 0..<200 {
+                    try Coroutine.yield()
+                    // Then its own mode is the one it set
+                    if Mode.current != expected { log.append("changed coroutine at \(i): \(Mode.current)") }
+                    _ = Kit.opaque(1.0) / Kit.opaque(Double(i + 3))   // raises inexact: the flags differ
+                }
+            }
+            let standard = Coroutine.launch {
+                for i in 0..<200 {
+                    try Coroutine.yield()
+                    // And the other's is the default
+                    if Mode.current != .standard { log.append("default coroutine at \(i): \(Mode.current)") }
+                }
+            }
+            // When they switch to each other (and to this one) 200 times
+            try changed.join()
+            try standard.join()
+            if Mode.current != .standard { log.append("runner after: \(Mode.current)") }
+            return log.all
+        }
+        #expect(seen.isEmpty, "\(seen.prefix(5))")
+    }
+
+    @Test("the scheduler loop, and the coroutine that changed the mode after it resumes, each see their own mode while that coroutine is suspended")
+    func modeDoesNotLeakIntoTheLoop() async throws {
+        try await Kit.withScheduler("fp-loop") { s in
+            let suspended = Promise<Void>()
+            let resume = Promise<Void>()
+            // Given a coroutine that changed its mode and then suspended
+            let changed = Coroutine.async(on: s) { () -> Mode in
+                Self.change()
+                defer { Self.restore() }
+                suspended.fulfill(())
+                try resume.await()
+                return Mode.current
+            }
+            try await suspended.value
+            // When the loop runs a job meanwhile
+            let onLoop = try await Kit.onSchedulerLoop(s) { Mode.current }
+            let otherCoroutine = try await Coroutine.async(on: s) { Mode.current }.value
+            resume.fulfill(())
+            // Then the loop and another coroutine see the default, and the coroutine its own mode
+            #expect(onLoop == .standard)
+            #expect(otherCoroutine == .standard)
+            let own = try await changed.value
+            #expect(own.reported == FE_UPWARD)
+            #expect(own.divisionRoundsUp)
+            #if arch(x86_64)
+            #expect(own.flushesToZero)
+            #endif
+            // And after it ended, the scheduler thread is back to the default
+            #expect(try await Kit.onSchedulerLoop(s) { Mode.current } == .standard)
+        }
+    }
+
+    @Test("a generator body that rounds upward keeps its mode across its yields, and its consumer coroutine keeps the default")
+    func generatorMode() async throws {
+        let (inBody, inConsumer) = try await Kit.run { () -> ([Mode], [Mode]) in
+            let g = Generator<Mode> { yield in
+                Self.change()
+                defer { Self.restore() }
+                for _ in 0..<50 { try yield(Mode.current) }
+            }
+            var inBody: [Mode] = [], inConsumer: [Mode] = []
+            while let m = g.next() {
+                inBody.append(m)
+                inConsumer.append(Mode.current)
+            }
+            return (inBody, inConsumer)
+        }
+        #expect(inBody.count == 50)
+        #expect(inBody.allSatisfy { $0.reported == FE_UPWARD && $0.divisionRoundsUp })
+        #if arch(x86_64)
+        #expect(inBody.allSatisfy { $0.flushesToZero })
+        #endif
+        let wrong = inConsumer.filter { $0 != Mode.standard }
+        #expect(wrong.isEmpty, "\(wrong.prefix(3))")
+    }
+}
