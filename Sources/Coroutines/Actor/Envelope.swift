@@ -10,8 +10,9 @@ import Synchronization
 /// - a promise, for ``CoroutineActor/send(_:)``: the answer settles it;
 /// - a suspended coroutine, for ``CoroutineActor/request(_:)``: the answer claims its wait
 ///   (`WaitTicket.tryClaim()`), then writes the result into `slot` — a variable in the
-///   requester's frame, on its stack — and makes it ready (next, on its own scheduler's thread:
-///   `CoroutineScheduler.makeReadyNext(_:)`). The slot is written only after a successful
+///   requester's frame, on its stack — and makes it ready (after a direct hand-off to the idle
+///   actor: next, on its own scheduler's thread, `CoroutineScheduler.makeReadyNext(_:)`; else as
+///   any wake-up). The slot is written only after a successful
 ///   claim, while the requester cannot run, so a requester that was cancelled meanwhile (its
 ///   claim won by the canceller, its frame gone) is never written to: that answer is dropped.
 ///
@@ -24,6 +25,11 @@ public final class Envelope<Message: Sendable, Reply: Sendable>: Sendable {
     /// The waiting coroutine of a `request`, and where its answer goes (see above).
     @usableFromInline let requester: WaitTicket?
     @usableFromInline nonisolated(unsafe) let slot: UnsafeMutablePointer<Result<Reply, any Error>?>?
+    /// Whether the message was handed straight to the idle actor (``Mailbox/postNext(_:)``), so
+    /// that its answer, too, goes to the front of the requester's run queue; a queued message's
+    /// answer wakes the requester as any suspension. Written once by the poster before it wakes the
+    /// actor, read by whoever answers after the actor took the envelope: ordered by that wake-up.
+    @usableFromInline nonisolated(unsafe) var isHandOff = false
     /// Set by the first answer, so that releasing an answered envelope does no generic work, and
     /// so that a request is answered once.
     @usableFromInline let answered = Atomic<Bool>(false)
@@ -86,6 +92,10 @@ public final class Envelope<Message: Sendable, Reply: Sendable>: Sendable {
         guard !answered.exchange(true, ordering: .acquiringAndReleasing),
               let requester, requester.tryClaim() else { return }
         slot.unsafelyUnwrapped.pointee = result
-        requester.coroutine.wakeClaimedNext()
+        if isHandOff {
+            requester.coroutine.wakeClaimedNext()
+        } else {
+            requester.coroutine.wakeClaimed(.completed)
+        }
     }
 }

@@ -61,6 +61,7 @@ public final class Mailbox<Message: Sendable, Reply: Sendable>: Sendable, Sequen
         channel.lock.unlock()
         switch consume action {
         case .delivered(let actor):
+            envelope.isHandOff = true   // before the wake: the actor reads it only after
             actor.coroutine._withUnsafeGuaranteedRef { $0.wakeClaimedNext() }
             return true
         case .buffered:

@@ -34,13 +34,18 @@ extension CoroutineScheduler {
     /// (the caller switches to the idle actor, the reply switches back), as Go's `runnext` slot
     /// (runtime `proc.go`, `runqput` with `next`). A stated exception to FIFO wake-up order
     /// (<doc:ThreadsSchedulersAndCoroutines>), bounded: after ``handoffLimit`` hand-offs in a row
-    /// one goes to the back, so a pair handing off to each other cannot starve the queue. From
-    /// another thread, the same as ``makeReady(_:)``.
+    /// one goes to the back, so a pair handing off to each other cannot starve the queue. "In a
+    /// row": at most two switches (`switchCount`: the one into the coroutine handed to, and a turn
+    /// of the loop) since the previous hand-off; any other coroutine's turn in between starts the
+    /// count again. From another thread, the same as ``makeReady(_:)``.
     /// - Complexity: O(1) amortised.
     func makeReadyNext(_ c: Coroutine) {
         guard isOnOwnThread else { return makeReady(c) }
         c.status = .ready
         if let r = c.record { ccoro_prefetch_frames(&r.pointee.context, 2) }
+        let switches = switchCount.load(ordering: .relaxed)
+        if switches &- lastHandoffSwitch > 2 { handoffStreak = 0 }   // others ran in between
+        lastHandoffSwitch = switches
         if handoffStreak < Self.handoffLimit {
             handoffStreak += 1
             runQueue.prepend(Unmanaged.passUnretained(c))

@@ -79,6 +79,9 @@ public final class CoroutineScheduler: @unchecked Sendable {
     /// Wake-ups (`Scheduler/+WakeUps`) — hand-offs to the front of the run queue since one last
     /// went to the back (``makeReadyNext(_:)``: bounds how long they keep others waiting).
     @exclusivity(unchecked) var handoffStreak = 0
+    /// Wake-ups — `switchCount` at the last such hand-off (a gap of more than two switches ends a
+    /// run of them).
+    @exclusivity(unchecked) var lastHandoffSwitch: UInt = 0
     /// Stacks (`Stacks/`) — default-size stacks kept by this scheduler (taken and given back
     /// without a lock).
     @exclusivity(unchecked) var stackCache: [UnsafeMutablePointer<ccoro_stack_record>] = []
