@@ -17,7 +17,7 @@ names=()
 pools=()
 if [ $# -eq 0 ]; then
   names=(switch yield generator generator-in-coroutine spawn skynet promise pingpong pingpong-threads
-         buffered select sieve actor parked parked-1m echo)
+         buffered select sieve actor actor-request parked parked-1m echo)
   pools=("${pool_names[@]}")
 else
   for n in "$@"; do

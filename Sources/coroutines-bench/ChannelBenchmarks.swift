@@ -233,24 +233,6 @@ func coroutineActor(messages: Int) throws -> Double {
     }
 }
 
-// MARK: actor-request — request → reply, one scheduler (the direct hand-off)
-
-/// `CoroutineActor.request` from a coroutine on the actor's own scheduler: the caller switches
-/// to the idle actor, whose reply switches back.
-func coroutineActorRequest(messages: Int) throws -> Double {
-    try Coroutine.runBlocking {
-        let actor = makeCounterActor()
-        _ = try actor.request(0)   // the actor's coroutine has started and waits for messages
-        let t0 = now()
-        var last = 0
-        for _ in 0..<messages { last = try actor.request(1) }
-        let t1 = now()
-        actor.cancel()
-        precondition(last == messages)
-        return Double(t1 - t0) / Double(messages)
-    }
-}
-
 actor SwiftCounter {
     var total = 0
     func add(_ n: Int) -> Int {

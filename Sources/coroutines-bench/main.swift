@@ -64,9 +64,6 @@ let coreBenchmarks: [Benchmark] = [
     Benchmark(name: "actor",
               ours: Workload(name: "actor (send → reply awaited)", unit: "ns/op", runs: 9) { try coroutineActor(messages: 500_000) },
               peers: [Workload(name: "swift: actor method call", unit: "ns/op", runs: 9) { try swiftActor(messages: 1_000_000) }]),
-    Benchmark(name: "actor-request",
-              ours: Workload(name: "actor-request (request → reply)", unit: "ns/op", runs: 9) { try coroutineActorRequest(messages: 1_000_000) },
-              peers: [Workload(name: "swift: actor method call", unit: "ns/op", runs: 9) { try swiftActor(messages: 1_000_000) }]),
     Benchmark(name: "echo",
               ours: Workload(name: "echo (coroutine per connection)", unit: "requests/s", runs: 5) { try coroutineEcho() },
               peers: [Workload(name: "swift: task per connection", unit: "requests/s", runs: 5) { try taskEcho() }],
@@ -76,7 +73,8 @@ let coreBenchmarks: [Benchmark] = [
               peers: [Workload(name: "swift: tasks (1M)", unit: "bytes/task", runs: 1) { try parkedInChild("tasks", 1_000_000) }]),
 ]
 
-let benchmarks: [Benchmark] = coreBenchmarks + timerBenchmarks() + syncBenchmarks() + dumpBenchmarks() + poolBenchmarks()
+let benchmarks: [Benchmark] = coreBenchmarks + actorRequestBenchmarks() + timerBenchmarks() + syncBenchmarks() + dumpBenchmarks()
+    + poolBenchmarks()
 
 if CommandLine.arguments.count == 4, CommandLine.arguments[1] == "--parked-child" {
     let count = Int(CommandLine.arguments[3])!
