@@ -17,12 +17,13 @@ extension Promise {
                     let now: PromiseOutcome? = withState { s in
                         if let o = s.outcome { return o }
                         if Task.isCancelled { return .rejected(CancellationError()) }
-                        return s.add(task: resume, id: id)
+                        _ = s.add(.continuation(id: id, resume))
+                        return nil
                     }
                     if let now { resume(now) }
                 }
             } onCancel: {
-                withState { $0.removeTask(id: id) }?(.rejected(CancellationError()))
+                withState { $0.removeContinuation(id: id) }?(.rejected(CancellationError()))
             }
         }
     }

@@ -176,7 +176,7 @@ public final class Promise<Value: Sendable>: @unchecked Sendable {
         withState { s in
             // Queued under the lock, so observers reach a scheduler in registration order even
             // when the promise is being settled on another thread right now.
-            if let o = s.add(PromiseStateMachine.Observer(scheduler, typed)) { scheduler.execute { typed(o) } }
+            if let o = s.add(.observer(scheduler, typed)) { scheduler.execute { typed(o) } }
         }
     }
 
@@ -197,9 +197,8 @@ public final class Promise<Value: Sendable>: @unchecked Sendable {
     /// no user code.
     @usableFromInline
     static func dispatchObservers(_ settled: PromiseStateMachine.Settled, _ o: PromiseOutcome) {
-        for observer in settled.observers {
-            let body = observer.body
-            observer.scheduler.execute { body(o) }
+        for case .observer(let scheduler, let body) in settled.others {
+            scheduler.execute { body(o) }
         }
     }
 
@@ -207,7 +206,7 @@ public final class Promise<Value: Sendable>: @unchecked Sendable {
     @inlinable
     static func resumeWaiters(_ settled: PromiseStateMachine.Settled, _ o: PromiseOutcome) {
         settled.coroutines.forEach { $0.resume() }
-        for resume in settled.tasks.values {
+        for case .continuation(_, let resume) in settled.others {
             resume(o)
         }
     }

@@ -70,7 +70,7 @@ final class ValueBox<Value> {
 /// Invariants:
 /// * `outcome == nil` ⇔ pending; once set it never changes (the first settlement wins:
 ///   <doc:Promises>).
-/// * `coroutines`, `observers`, `tasks` and `cancelHandlers` are empty once settled: settling hands every
+/// * `coroutines`, `others` and `cancelHandlers` are empty once settled: settling hands every
 ///   waiter to the caller, which resumes them after releasing the lock.
 /// * `cancelHandlers` run at most once: they are handed out when the promise is cancelled, and a
 ///   handler added afterwards is handed back at once to be run.
@@ -81,46 +81,34 @@ final class ValueBox<Value> {
 /// Nothing here depends on the promise's `Value` (see ``PromiseOutcome``).
 @usableFromInline
 struct PromiseStateMachine {
-    /// An observer (`then`, `catch`, …): its body runs as a job on its scheduler.
+    /// A waiter that is not a coroutine (coroutines, the hot path, have their own list of plain
+    /// tickets so that no multi-payload enum is copied when a coroutine waits).
     @usableFromInline
-    struct Observer {
-        @usableFromInline let scheduler: CoroutineScheduler
-        @usableFromInline let body: @Sendable (PromiseOutcome) -> Void
-        @inlinable init(_ scheduler: CoroutineScheduler, _ body: @escaping @Sendable (PromiseOutcome) -> Void) {
-            self.scheduler = scheduler
-            self.body = body
-        }
+    enum Waiter {
+        /// A Swift task awaiting `value`: resumes its continuation with the outcome.
+        case continuation(id: UInt64, @Sendable (PromiseOutcome) -> Void)
+        /// An observer (`then`, `catch`, …) to run as a job on a scheduler.
+        case observer(CoroutineScheduler, @Sendable (PromiseOutcome) -> Void)
     }
-
-    /// A Swift task awaiting `value`: resumes its continuation with the outcome.
-    @usableFromInline
-    typealias TaskWaiter = @Sendable (PromiseOutcome) -> Void
 
     /// What a settlement hands back to be resumed outside the lock.
     @usableFromInline
     struct Settled {
         @usableFromInline var coroutines: WaiterList<WaitTicket>
-        @usableFromInline var observers: [Observer]
-        @usableFromInline var tasks: [UInt64: TaskWaiter]
+        @usableFromInline var others: [Waiter]
         /// The timer of a `Promise.timeout` promise, released with the settlement (outside the
         /// lock), which disarms it.
         @usableFromInline var timeout: PromiseTimeout?
-        @inlinable init(coroutines: WaiterList<WaitTicket>, observers: [Observer], tasks: [UInt64: TaskWaiter],
-                        timeout: PromiseTimeout?) {
+        @inlinable init(coroutines: WaiterList<WaitTicket>, others: [Waiter], timeout: PromiseTimeout?) {
             self.coroutines = coroutines
-            self.observers = observers
-            self.tasks = tasks
+            self.others = others
             self.timeout = timeout
         }
     }
 
     @usableFromInline var outcome: PromiseOutcome?
     @usableFromInline var coroutines = WaiterList<WaitTicket>()
-    /// In the order they were added.
-    @usableFromInline var observers: [Observer] = []
-    /// Keyed by the waiter's id (``JoinerIDs``), so that a cancelled task removes its own entry in
-    /// O(1) at any number of waiting tasks.
-    @usableFromInline var tasks: [UInt64: TaskWaiter] = [:]
+    @usableFromInline var others: [Waiter] = []
     @usableFromInline var cancelHandlers = WaiterList<@Sendable () -> Void>()
     @usableFromInline var isCancelled = false
     /// The coroutine of `Coroutine.async` that `cancel()` cancels; dropped once settled.
@@ -143,10 +131,9 @@ struct PromiseStateMachine {
     mutating func settle(_ o: PromiseOutcome) -> Settled? {
         guard outcome == nil else { return nil }
         outcome = o
-        let settled = Settled(coroutines: coroutines, observers: observers, tasks: tasks, timeout: timeout)
+        let settled = Settled(coroutines: coroutines, others: others, timeout: timeout)
         coroutines = WaiterList()
-        observers = []
-        tasks = [:]
+        others = []
         timeout = nil
         linkedCoroutine = nil
         cancelHandlers = WaiterList()   // never run now; dropping them breaks promise → handler → coroutine cycles
@@ -180,21 +167,11 @@ struct PromiseStateMachine {
         return false
     }
 
-    /// Adds an observer unless settled; returns the outcome if settled.
+    /// Adds a task or observer waiter unless settled; returns the outcome if settled.
     @inlinable
-    mutating func add(_ observer: Observer) -> PromiseOutcome? {
+    mutating func add(_ w: Waiter) -> PromiseOutcome? {
         if let outcome { return outcome }
-        observers.append(observer)
-        if let timeout { timeout.pinOwner() }
-        return nil
-    }
-
-    /// Adds a task waiter under `id` unless settled; returns the outcome if settled.
-    /// - Complexity: O(1) amortised.
-    @inlinable
-    mutating func add(task resume: @escaping TaskWaiter, id: UInt64) -> PromiseOutcome? {
-        if let outcome { return outcome }
-        tasks[id] = resume
+        others.append(w)
         if let timeout { timeout.pinOwner() }
         return nil
     }
@@ -205,9 +182,11 @@ struct PromiseStateMachine {
         coroutines.withdraw(ticket)
     }
 
-    /// Removes and returns a task's waiter (its task was cancelled). - Complexity: O(1).
+    /// Removes and returns a task's waiter.
     @inlinable
-    mutating func removeTask(id: UInt64) -> TaskWaiter? {
-        tasks.removeValue(forKey: id)
+    mutating func removeContinuation(id: UInt64) -> (@Sendable (PromiseOutcome) -> Void)? {
+        guard let i = others.firstIndex(where: { if case .continuation(id, _) = $0 { return true } else { return false } }),
+              case .continuation(_, let resume) = others.remove(at: i) else { return nil }
+        return resume
     }
 }

@@ -83,7 +83,7 @@ extension Promise {
     /// Mirrors `PromiseStateMachine`'s storage: update it when that layout changes.
     var testWaiterCount: Int {
         withState { s in
-            var n = s.observers.count + s.tasks.count
+            var n = s.others.count
             s.coroutines.forEach { _ in n += 1 }
             return n
         }
