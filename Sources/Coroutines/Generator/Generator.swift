@@ -219,10 +219,10 @@ public struct Yield<Element> {
     /// - Suspends: the body only — control switches back to the consumer on the same thread;
     ///   the body resumes on that thread at the next `next()`. No scheduler is involved.
     /// - Complexity: O(1): one context switch out, one back in.
-    // Always inlined into the body: a return between the switch and the body's own code would be
-    // predicted from the consumer's calls (the return-stack predictor cannot follow the switch)
-    // and miss on every element.
-    @inlinable @inline(__always)
+    // Not forced inline: with @inline(__always), Swift 6.3.1's release build crashed (a SIL
+    // verification failure in OwnershipModelEliminator) compiling a generator whose body yields
+    // generators, although it took next() from 34 to 19 ns on Intel Xeon (docs/Performance.md).
+    @inlinable
     public func callAsFunction(_ value: Element) throws {
         guard generatorIsOnOwnStack(frame) else {
             fatalError("yield used outside its generator's body")
