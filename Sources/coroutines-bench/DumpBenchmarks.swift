@@ -11,21 +11,25 @@ let dumpedCoroutines = 1_000_000
 let launchIntervalMicroseconds: UInt32 = 20
 
 /// Parks `count` coroutines on a new dedicated scheduler (each awaits `gate`), then returns
-/// the scheduler once all are suspended.
-func parkOnDedicatedScheduler(_ count: Int, gate: Promise<Void>) throws -> CoroutineScheduler {
+/// the scheduler once all are suspended, and a promise fulfilled once all have finished after
+/// the gate opened.
+func parkOnDedicatedScheduler(_ count: Int, gate: Promise<Void>) throws -> (CoroutineScheduler, finished: Promise<Void>) {
     let s = CoroutineScheduler(name: "dumped")
-    final class Counter: @unchecked Sendable { var value = 0 }   // confined to `s`
+    final class Counter: @unchecked Sendable { var parked = 0; var finished = 0 }   // confined to `s`
     let counter = Counter()
     let parked = Promise<Void>()
+    let finished = Promise<Void>()
     for _ in 0..<count {
         Coroutine.launch(on: s) {
-            counter.value += 1
-            if counter.value == count { parked.fulfill(()) }
+            counter.parked += 1
+            if counter.parked == count { parked.fulfill(()) }
             try gate.await()
+            counter.finished += 1
+            if counter.finished == count { finished.fulfill(()) }
         }
     }
     try blockingAwait { try await parked.value }
-    return s
+    return (s, finished)
 }
 
 /// What runs on another thread while launches are timed.
@@ -45,9 +49,14 @@ enum LaunchBackground {
 func worstLaunchLatency(count: Int, background: LaunchBackground) throws -> Double {
     let duringDump = background != .none
     let gate = Promise<Void>()
-    let s = try parkOnDedicatedScheduler(count, gate: gate)
+    let (s, finished) = try parkOnDedicatedScheduler(count, gate: gate)
     defer {
+        // Waits until the parked coroutines have finished: a million coroutines unwinding on
+        // their scheduler's thread take seconds of CPU, and `stop()` returns at once. Left to
+        // run on, they kept one of two CPUs busy during the next run's timed loop, and launches
+        // waited milliseconds for a CPU (seen with `perf sched timehist`).
         gate.fulfill(())
+        precondition((try? blockingAwait { try await finished.value }) != nil, "the parked coroutines finish")
         s.stop()
     }
     final class Dump: Sendable {
