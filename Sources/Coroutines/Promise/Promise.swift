@@ -206,8 +206,8 @@ public final class Promise<Value: Sendable>: @unchecked Sendable {
     @inlinable
     static func resumeWaiters(_ settled: PromiseStateMachine.Settled, _ o: PromiseOutcome) {
         settled.coroutines.forEach { $0.resume() }
-        for case .continuation(_, let resume) in settled.others {
-            resume(o)
+        for case .task(let wait) in settled.others {
+            wait.resume?(o)
         }
     }
 }

@@ -74,6 +74,10 @@ final class ValueBox<Value> {
 ///   waiter to the caller, which resumes them after releasing the lock.
 /// * `cancelHandlers` run at most once: they are handed out when the promise is cancelled, and a
 ///   handler added afterwards is handed back at once to be run.
+/// * A task waiter that withdraws (its task was cancelled) stays in `others` as a tombstone
+///   (``TaskWait/resume`` nil), counted by `withdrawnTasks`; the tombstones are dropped together
+///   once they could be half of `others`, so withdrawal is O(1) amortised and `others` holds at
+///   most about twice its live waiters. Settling skips tombstones.
 /// * `timeout` (the promise of `Promise.timeout` only) is dropped at settlement, which disarms its
 ///   timer; while the promise is pending it is pinned (kept alive by its own timer) from the first
 ///   task or observer waiter on, because nothing else might hold it (see ``PromiseTimeout``).
@@ -85,8 +89,8 @@ struct PromiseStateMachine {
     /// tickets so that no multi-payload enum is copied when a coroutine waits).
     @usableFromInline
     enum Waiter {
-        /// A Swift task awaiting `value`: resumes its continuation with the outcome.
-        case continuation(id: UInt64, @Sendable (PromiseOutcome) -> Void)
+        /// A Swift task awaiting `value` (a tombstone once the task has withdrawn it).
+        case task(TaskWait)
         /// An observer (`then`, `catch`, …) to run as a job on a scheduler.
         case observer(CoroutineScheduler, @Sendable (PromiseOutcome) -> Void)
     }
@@ -111,6 +115,9 @@ struct PromiseStateMachine {
     @usableFromInline var others: [Waiter] = []
     @usableFromInline var cancelHandlers = WaiterList<@Sendable () -> Void>()
     @usableFromInline var isCancelled = false
+    /// Task waiters in `others` that withdrew and were not dropped yet (declared beside
+    /// `isCancelled` so that it takes that field's padding: the state does not grow).
+    @usableFromInline var withdrawnTasks: UInt32 = 0
     /// The coroutine of `Coroutine.async` that `cancel()` cancels; dropped once settled.
     /// Not retained: that coroutine settles this promise before it finishes (its body's outcome,
     /// or the reason it never ran), and its scheduler's registry keeps it alive until it has
@@ -134,6 +141,7 @@ struct PromiseStateMachine {
         let settled = Settled(coroutines: coroutines, others: others, timeout: timeout)
         coroutines = WaiterList()
         others = []
+        withdrawnTasks = 0
         timeout = nil
         linkedCoroutine = nil
         cancelHandlers = WaiterList()   // never run now; dropping them breaks promise → handler → coroutine cycles
@@ -182,11 +190,30 @@ struct PromiseStateMachine {
         coroutines.withdraw(ticket)
     }
 
-    /// Removes and returns a task's waiter.
+    /// Withdraws a task's waiter (its task was cancelled) and returns its resumption, or nil if
+    /// the promise has settled (the settlement resumes it) or `wait` is not queued.
+    /// - Complexity: O(1) amortised (see the invariants).
     @inlinable
-    mutating func removeContinuation(id: UInt64) -> (@Sendable (PromiseOutcome) -> Void)? {
-        guard let i = others.firstIndex(where: { if case .continuation(id, _) = $0 { return true } else { return false } }),
-              case .continuation(_, let resume) = others.remove(at: i) else { return nil }
+    mutating func withdraw(_ wait: TaskWait) -> (@Sendable (PromiseOutcome) -> Void)? {
+        guard outcome == nil, let resume = wait.resume else { return nil }
+        wait.resume = nil
+        withdrawnTasks += 1
+        if Int(withdrawnTasks) * 2 > others.count {
+            others.removeAll { if case .task(let w) = $0 { w.resume == nil } else { false } }
+            withdrawnTasks = 0
+        }
         return resume
     }
+}
+
+/// A Swift task's wait in `Promise.value`: its resumption while queued, nil once withdrawn or
+/// before it is queued.
+///
+/// Thread-safety: read and written under the promise's lock only, except by the settlement,
+/// which reads `resume` after taking the waiters out (no one writes it after that: withdrawal
+/// sees the outcome and leaves it alone).
+@usableFromInline
+final class TaskWait: @unchecked Sendable {
+    @usableFromInline var resume: (@Sendable (PromiseOutcome) -> Void)?
+    @inlinable init() {}
 }

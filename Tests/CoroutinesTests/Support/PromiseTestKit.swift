@@ -79,13 +79,17 @@ func waitUntil(_ what: String, sourceLocation: SourceLocation = #_sourceLocation
 }
 
 extension Promise {
-    /// The number of waiters (coroutines, tasks, observers) registered on this promise.
+    /// The number of live waiters (coroutines, tasks, observers) registered on this promise:
+    /// withdrawn tasks' tombstones are not counted.
     /// Mirrors `PromiseStateMachine`'s storage: update it when that layout changes.
     var testWaiterCount: Int {
         withState { s in
-            var n = s.others.count
+            var n = s.others.count - Int(s.withdrawnTasks)
             s.coroutines.forEach { _ in n += 1 }
             return n
         }
     }
+
+    /// Entries in the list of task and observer waiters, withdrawn tasks' tombstones included.
+    var testOtherEntryCount: Int { withState { $0.others.count } }
 }

@@ -116,7 +116,7 @@ struct WaiterWithdrawalTests {
         for (i, t) in tasks.enumerated() where i % 10 == 0 { try await t.value }
     }
 
-    @Test("1,000 tasks await a promise's value and 900 are cancelled: exactly 100 waiters are left, and they get the value")
+    @Test("1,000 tasks await a promise's value and 900 are cancelled: exactly 100 live waiters are left among at most about twice as many entries, and they get the value")
     func cancelledTaskAwaitersRemoveTheirOwnEntry() async throws {
         let p = Promise<Int>()
         // Given 1,000 tasks awaiting the promise
@@ -127,10 +127,33 @@ struct WaiterWithdrawalTests {
         for (i, t) in tasks.enumerated() where i % 10 != 0 {
             await #expect(throws: CancellationError.self) { try await t.value }
         }
-        // Then exactly the 100 others wait, and they get the value
+        // Then exactly the 100 others wait, the withdrawn ones' tombstones have been dropped down
+        // to fewer than the live waiters, and the 100 get the value
         #expect(p.testWaiterCount == 100)
+        #expect(p.testOtherEntryCount >= 100 && p.testOtherEntryCount <= 2 * 100,
+                "\(p.testOtherEntryCount) entries for 100 waiters")
         p.fulfill(7)
         for (i, t) in tasks.enumerated() where i % 10 == 0 { #expect(try await t.value == 7) }
+    }
+
+    @Test("100 tasks await a promise's value and 40 are cancelled: their tombstones stay until the settlement, which skips them and resumes the 60 once each")
+    func taskTombstonesAreSkippedAtSettlement() async throws {
+        let p = Promise<Int>()
+        // Given 100 tasks awaiting the promise
+        let tasks = (0..<100).map { _ in Task { try await p.value } }
+        #expect(await Kit.eventually { p.testWaiterCount == 100 })
+        // When 40 are cancelled (fewer than half: no tombstone is dropped yet)
+        for (i, t) in tasks.enumerated() where i % 5 < 2 { t.cancel() }
+        for (i, t) in tasks.enumerated() where i % 5 < 2 {
+            await #expect(throws: CancellationError.self) { try await t.value }
+        }
+        #expect(p.testWaiterCount == 60)
+        #expect(p.testOtherEntryCount == 100)
+        // Then fulfilling resumes the 60 with the value (a tombstone resumed again would trap:
+        // its checked continuation was already resumed by the cancellation)
+        p.fulfill(3)
+        for (i, t) in tasks.enumerated() where i % 5 >= 2 { #expect(try await t.value == 3) }
+        #expect(p.testOtherEntryCount == 0)
     }
 
     @Test("200 coroutines wait for one descriptor and 150 are cancelled: its waiter list shrinks to about its live waiters, readiness wakes the 50, and the descriptor is dropped")
