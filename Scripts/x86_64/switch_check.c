@@ -6,8 +6,11 @@
 //
 // * Registers. A side that switches away loads values of its own into rbx, rbp and r12-r15, and
 //   one of two MXCSR values (rounding, FTZ, DAZ) and x87 control words (rounding, precision) of its
-//   own (six of each in all). When it is switched back to, it checks them (MXCSR without its
-//   exception flags, which any side may raise) and rsp.
+//   context's (see `controls`). When it is switched back to, it checks them (MXCSR without its
+//   exception flags, which any side may raise) and rsp. The switch loads either control register
+//   only when the target's value differs from the current one, so the contexts' values overlap:
+//   some switches find the target's value equal (the load is skipped, on a fresh entry too), others
+//   find it differing in one field only (a comparison that ignored that field would skip a load).
 // * Entry. entry_stub checks that rsp is aligned as after a call ((rsp + 8) % 16 == 0) and
 //   records rsp, rdi (the argument), rbp (must be 0), the return address at (rsp) (must be into
 //   ccoro_trampoline), MXCSR and the x87 control word (must be the defaults 0x1F80 and 0x037F that
@@ -40,17 +43,35 @@ static const char *const reg_names[NREGS] = { "rbx", "rbp", "r12", "r13", "r14",
 
 // MXCSR (exceptions masked; DAZ bit 6, rounding bits 13-14, FTZ bit 15; bits 0-5, the exception
 // flags, not compared) and x87 control word (exceptions masked; precision bits 8-9, rounding bits
-// 10-11) values: two of each per context.
+// 10-11) values: two per context, chosen so that the conditional loads are exercised both ways:
+// some switches find the target's value equal to the current one, others differing in a single
+// bit of one field (a comparison that missed that bit would skip a load that is needed). Switch 0
+// (main -> A, A's fresh entry) carries main's first values, switch 1 (A -> B, B's fresh entry) A's
+// second MXCSR and first control word.
+// * MXCSR: main's second = B's first. Differing in one bit only: main's second and A's first
+//   (DAZ), A's second and B's second (FTZ), main's first and B's second (rounding bit 13), A's
+//   first and B's second (rounding bit 14). A's fresh entry finds main's first, the default (the
+//   load is skipped); B's finds A's second (loaded).
+// * x87: main's first = A's second = the default. Differing in one bit only: main's second and
+//   A's second (precision bit 8), main's second and B's second (precision bit 9), A's first and
+//   B's first (rounding bit 10), main's first and A's first (rounding bit 11). A's fresh entry
+//   finds the default (skipped); B's finds A's first (loaded).
+#define R(n) ((n##u) << 13)   // MXCSR rounding
+#define DAZ (1u << 6)
+#define FTZ (1u << 15)
 static const struct control controls[NCTLS] = {
   { "MXCSR", ~0x3Full, DEFAULT(0x1F80),
-    { { 0x1F80 | (1u << 13), 0x1F80 | (1u << 13) | (1u << 6) },
-      { 0x1F80 | (2u << 13) | (1u << 15), 0x1F80 | (2u << 13) },
-      { 0x1F80 | (3u << 13), 0x1F80 | (3u << 13) | (1u << 15) | (1u << 6) } } },
+    { { 0x1F80, 0x1F80 | R(3) | DAZ },
+      { 0x1F80 | R(3), 0x1F80 | R(1) | FTZ },
+      { 0x1F80 | R(3) | DAZ, 0x1F80 | R(1) } } },
   { "x87 control word", ~0ull, DEFAULT(0x037F),
-    { { 0x037F | (1u << 10), 0x027F | (1u << 10) },
-      { 0x037F | (2u << 10), 0x007F | (2u << 10) },
-      { 0x037F | (3u << 10), 0x027F | (3u << 10) } } },
+    { { 0x037F, 0x027F },
+      { 0x0B7F, 0x037F },
+      { 0x0F7F, 0x007F } } },
 };
+#undef R
+#undef DAZ
+#undef FTZ
 
 // rbx, rbp, r12..r15 at 0..40, MXCSR at 48, x87 CW at 56 (ldmxcsr/stmxcsr and fldcw/fnstcw use the
 // low 4 and 2 bytes), rsp at 64 (offsets used by the asm).

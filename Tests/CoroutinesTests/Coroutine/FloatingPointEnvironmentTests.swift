@@ -156,4 +156,109 @@ struct FloatingPointEnvironmentTests {
         let wrong = inConsumer.filter { $0 != Mode.standard }
         #expect(wrong.isEmpty, "\(wrong.prefix(3))")
     }
+
+    #if arch(x86_64)
+    // MARK: x87 precision control
+
+    /// The x87 control word's precision control (bits 8-9), which nothing else in this suite
+    /// changes: `fesetround` changes the rounding bits of the x87 control word and of MXCSR
+    /// together, so the tests above never switch between two contexts whose x87 control words
+    /// differ in the precision only — where a switch that compared only the rounding bits would
+    /// skip the load.
+    struct X87: Equatable, Sendable, CustomStringConvertible {
+        /// The x87 control word as `fegetenv` reads it.
+        var controlWord: UInt16
+        /// Whether a Float80 division (an x87 `fdiv`) rounds to a double's 53-bit significand:
+        /// 1/3 then has its low 11 of 64 significand bits zero.
+        var dividesInDoublePrecision: Bool
+
+        static var current: X87 {
+            var env = fenv_t()
+            fegetenv(&env)
+            let q = Kit.opaque(Float80(1)) / Kit.opaque(Float80(3))
+            return X87(controlWord: env.__control_word, dividesInDoublePrecision: q.significandBitPattern & 0x7FF == 0)
+        }
+
+        /// Linux's default: extended precision, round to nearest, exceptions masked.
+        static let standard = X87(controlWord: 0x037F, dividesInDoublePrecision: false)
+        /// Double precision (precision control 10b), everything else as the default.
+        static let double = X87(controlWord: 0x027F, dividesInDoublePrecision: true)
+
+        var description: String {
+            "x87 control word 0x\(String(controlWord, radix: 16)), double precision \(dividesInDoublePrecision)"
+        }
+    }
+
+    /// Sets the x87 precision control of the calling context to double (53 bits) or back to
+    /// extended (64 bits), leaving the rounding mode and MXCSR alone.
+    static func setX87DoublePrecision(_ on: Bool) {
+        var env = fenv_t()
+        fegetenv(&env)
+        env.__control_word = (env.__control_word & ~0x0300) | (on ? 0x0200 : 0x0300)
+        fesetenv(&env)
+    }
+
+    @Test("a coroutine that lowers the x87 precision to a double's keeps it across 200 yields, while two coroutines beside it keep extended precision (switches between them find equal control words, those to and from it differ in the precision only)")
+    func x87PrecisionStaysWithItsCoroutine() async throws {
+        let seen = try await Kit.run { () -> [String] in
+            let log = Kit.Log<String>()
+            if X87.current != .standard { log.append("runner before: \(X87.current)") }
+            // Given a coroutine that changed its precision, and two that did not, taking turns
+            let changed = Coroutine.launch {
+                Self.setX87DoublePrecision(true)
+                defer { Self.setX87DoublePrecision(false) }
+                for i in 0..<200 {
+                    try Coroutine.yield()
+                    // Then its own precision is the one it set, and its rounding mode the default
+                    if X87.current != .double { log.append("changed coroutine at \(i): \(X87.current)") }
+                    if Mode.current != .standard { log.append("changed coroutine at \(i): \(Mode.current)") }
+                }
+            }
+            let standard = (0..<2).map { k in
+                Coroutine.launch {
+                    for i in 0..<200 {
+                        try Coroutine.yield()
+                        // And the others' is the default
+                        if X87.current != .standard { log.append("default coroutine \(k) at \(i): \(X87.current)") }
+                    }
+                }
+            }
+            // When they switch to each other (and to this one) 200 times
+            try changed.join()
+            for c in standard { try c.join() }
+            if X87.current != .standard { log.append("runner after: \(X87.current)") }
+            return log.all
+        }
+        #expect(seen.isEmpty, "\(seen.prefix(5))")
+    }
+
+    @Test("a generator body that lowers the x87 precision keeps it across its yields and its consumer keeps extended precision; a generator started by a consumer that lowered it starts with the default")
+    func x87PrecisionInGenerators() async throws {
+        let (inBody, inConsumer, freshBody, consumerAround) = try await Kit.run { () -> ([X87], [X87], X87?, [X87]) in
+            // A body that changes its precision, consumed by a coroutine that keeps the default
+            let g = Generator<X87> { yield in
+                Self.setX87DoublePrecision(true)
+                defer { Self.setX87DoublePrecision(false) }
+                for _ in 0..<50 { try yield(X87.current) }
+            }
+            var inBody: [X87] = [], inConsumer: [X87] = []
+            while let m = g.next() {
+                inBody.append(m)
+                inConsumer.append(X87.current)
+            }
+            // A consumer that changed its precision starts a fresh generator
+            Self.setX87DoublePrecision(true)
+            defer { Self.setX87DoublePrecision(false) }
+            let fresh = Generator<X87> { yield in try yield(X87.current) }
+            let before = X87.current
+            let freshBody = fresh.next()
+            return (inBody, inConsumer, freshBody, [before, X87.current])
+        }
+        #expect(inBody.count == 50)
+        #expect(inBody.allSatisfy { $0 == .double }, "\(inBody.first { $0 != .double }.map(\.description) ?? "")")
+        #expect(inConsumer.allSatisfy { $0 == .standard }, "\(inConsumer.first { $0 != .standard }.map(\.description) ?? "")")
+        #expect(freshBody == .standard)
+        #expect(consumerAround == [.double, .double])
+    }
+    #endif
 }

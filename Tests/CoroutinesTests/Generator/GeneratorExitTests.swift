@@ -84,6 +84,47 @@ struct GeneratorExitTests {
         #expect(stderr.contains("yield used outside its generator's body"), "stderr: \(stderr)")
     }
 
+    @Test("a nested generator's body that calls the outer body's yield traps with 'yield used outside its generator's body'")
+    func outerYieldFromNestedBody() async {
+        let result = await ChildProcess.run(.failure, id: "outerYieldFromNestedBody") {
+            let outer = Generator<Int> { outerYield in
+                try outerYield(1)
+                let inner = Generator<Int> { innerYield in
+                    try innerYield(10)
+                    FileHandle.standardError.write(Data("inner body calls the outer yield\n".utf8))
+                    try outerYield(2)   // the outer body is running, but this is the inner stack
+                    FileHandle.standardError.write(Data("the outer yield returned\n".utf8))
+                    try innerYield(11)
+                }
+                while let v = inner.next() { try outerYield(v) }
+            }
+            while outer.next() != nil {}
+        }
+        let stderr = result?.standardError ?? ""
+        #expect(stderr.contains("inner body calls the outer yield"), "stderr: \(stderr)")
+        #expect(stderr.contains("yield used outside its generator's body"), "stderr: \(stderr)")
+        #expect(!stderr.contains("the outer yield returned"), "stderr: \(stderr)")
+    }
+
+    @Test("after cancellation the 1,000th swallowed yield still throws and the 1,001st traps")
+    func limitBoundary() async {
+        let result = await ChildProcess.run(.failure, id: "limitBoundary") {
+            let g = Generator<Int> { yield in
+                try? yield(0)                                  // the pending one, resumed by cancel
+                for i in 1...1000 { _ = try? yield(i) }
+                FileHandle.standardError.write(Data("1000 swallowed\n".utf8))
+                _ = try? yield(1001)
+                FileHandle.standardError.write(Data("1001 swallowed\n".utf8))
+            }
+            _ = g.next()
+            g.cancel()
+        }
+        let stderr = result?.standardError ?? ""
+        #expect(stderr.contains("1000 swallowed"), "stderr: \(stderr)")
+        #expect(stderr.contains("generator body ignores cancellation"), "stderr: \(stderr)")
+        #expect(!stderr.contains("1001 swallowed"), "stderr: \(stderr)")
+    }
+
     @Test("a suspended generator released on another thread leaks its stack and reports it")
     func foreignRelease() async {
         let result = await ChildProcess.run(.success, id: "foreignRelease") {

@@ -475,6 +475,130 @@ struct GeneratorTests {
         #expect(seen == [[0, 1, 2], [10, 11, 12], [20, 21, 22]])
     }
 
+    @Test("a generator of generators of generators: each level's yield hands out the next level's generators")
+    func threeLevelsOfGenerators() {
+        let outer = Generator<Generator<Generator<Int>>> { yieldPlane in
+            for plane in 0..<2 {
+                try yieldPlane(Generator<Generator<Int>> { yieldRow in
+                    for row in 0..<2 {
+                        try yieldRow(Generator<Int> { yieldCell in
+                            for col in 0..<3 { try yieldCell(plane * 100 + row * 10 + col) }
+                        })
+                    }
+                })
+            }
+        }
+        var seen: [[[Int]]] = []
+        for rows in outer { seen.append(rows.map { Array($0) }) }
+        #expect(seen == [[[0, 1, 2], [10, 11, 12]], [[100, 101, 102], [110, 111, 112]]])
+    }
+
+    /// One generator per subtree: its body walks its children's generators and hands their
+    /// elements on with its own yield (a coroutine yield at each node too, if `suspending`).
+    private static func subtreeGenerator(_ tree: GeneratorTestTree, suspending: Bool) -> Generator<Int> {
+        Generator<Int> { yield in
+            guard case .node(let l, let v, let r) = tree else { return }
+            for x in subtreeGenerator(l, suspending: suspending) { try yield(x) }
+            if suspending { try Coroutine.yield() }
+            try yield(v)
+            for x in subtreeGenerator(r, suspending: suspending) { try yield(x) }
+        }
+    }
+
+    @Test("recursive generators: each subtree's generator hands on its children's elements, in order")
+    func recursiveGenerators() {
+        let g = Self.subtreeGenerator(.balanced(0..<200), suspending: false)
+        #expect(Array(g) == Array(0..<200))
+    }
+
+    @Test("recursive generators inside a coroutine that suspends at every node: in order, while another coroutine runs in between")
+    func recursiveGeneratorsSuspendingInCoroutine() async throws {
+        let (values, ticks) = try await Kit.run { () -> ([Int], Int) in
+            let ticks = Kit.Counter()
+            let done = Kit.Box<Bool>(false)
+            let ticker = Coroutine.launch {
+                while !done.value { _ = ticks.increment(); try Coroutine.yield() }
+            }
+            let values = Array(Self.subtreeGenerator(.balanced(0..<60), suspending: true))
+            let seenWhileWalking = ticks.value
+            done.value = true
+            try ticker.join()
+            return (values, seenWhileWalking)
+        }
+        #expect(values == Array(0..<60))
+        // Each of the 60 node yields suspended the consumer coroutine and let the ticker run.
+        #expect(ticks >= 60, "the other coroutine ran \(ticks) times while the walk suspended 60 times")
+    }
+
+    /// Hands every element of `s` out through `yield`, from generic code.
+    private static func emitAll<S: Sequence>(_ s: S, into yield: Yield<S.Element>) throws {
+        for e in s { try yield(e) }
+    }
+
+    /// A generator of `items`, whatever their type.
+    private static func generated<T>(_ items: [T]) -> Generator<T> {
+        Generator<T> { yield in for item in items { try yield(item) } }
+    }
+
+    @Test("yield called from generic code, and as a function value, hands out the same elements")
+    func yieldFromGenericCodeAndAsFunctionValue() {
+        let g = Generator<String> { yield in
+            try Self.emitAll(["a", "b"], into: yield)
+            try ["c", "d"].forEach(yield.callAsFunction)
+            let f: (String) throws -> Void = yield.callAsFunction
+            try f("e")
+        }
+        #expect(Array(g) == ["a", "b", "c", "d", "e"])
+        #expect(Array(Self.generated([1.5, 2.5])) == [1.5, 2.5])
+        #expect(Array(Self.generated([[1], [2, 3]])) == [[1], [2, 3]])
+    }
+
+    /// An element whose lifetime the tests below watch.
+    private final class Tracked {
+        let n: Int
+        init(_ n: Int) { self.n = n }
+    }
+
+    private final class WeakTracked {
+        weak var object: Tracked?
+        init(_ object: Tracked) { self.object = object }
+    }
+
+    @Test("an element handed out by yield lives while the consumer holds it and is freed once it drops it; one passed to a yield that throws after cancellation is freed too")
+    func yieldedElementsAreNeitherKeptNorFreedEarly() {
+        var watched: [WeakTracked] = []
+        do {
+            let g = Generator<Tracked> { yield in
+                for i in 0..<5 { try yield(Tracked(i)) }
+            }
+            var held: [Tracked] = []
+            while let t = g.next() { held.append(t) }
+            watched = held.map(WeakTracked.init)
+            // While held, every element is alive and is the one yielded
+            #expect(held.map(\.n) == [0, 1, 2, 3, 4])
+            #expect(watched.allSatisfy { $0.object != nil })
+        }
+        // Once dropped (and the generator with them), none is kept
+        #expect(watched.allSatisfy { $0.object == nil })
+
+        var refused: [WeakTracked] = []
+        do {
+            let g = Generator<Tracked> { yield in
+                try? yield(Tracked(0))   // pending when cancelled: throws
+                for i in 1...3 {          // after cancellation: each throws at once
+                    let t = Tracked(i)
+                    refused.append(WeakTracked(t))
+                    if (try? yield(t)) != nil { return }
+                }
+            }
+            #expect(g.next()?.n == 0)
+            g.cancel()
+            #expect(g.next() == nil)
+        }
+        #expect(refused.count == 3)
+        #expect(refused.allSatisfy { $0.object == nil })
+    }
+
     @Test("a nested generator started inside a body and released there is unwound there")
     func nestedReleaseInsideBody() {
         var log: [String] = []

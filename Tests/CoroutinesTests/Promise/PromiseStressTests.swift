@@ -344,6 +344,62 @@ struct PromiseStressTests {
         }
     }
 
+    @Test("tasks awaiting a promise's value are cancelled from a plain thread (some before they wait) while it is fulfilled, rejected by a coroutine or cancelled: each task ends once, those not cancelled with the outcome, and no waiter entry is left")
+    func taskAwaitersCancelledWhileSettled() async throws {
+        let s = CoroutineScheduler(name: "task-await-race")
+        defer { s.stop() }
+        var cancelledGotOutcome = 0, cancelledGotCancellation = 0
+        for round in 0..<60 {
+            let p = Promise<Int>()
+            // Given 32 tasks waiting for the promise, an observer, and 16 tasks that may not wait yet
+            let waiting = (0..<32).map { _ in Task { try await p.value } }
+            try await waitUntil("32 tasks wait") { p.testWaiterCount == 32 }
+            let observed = p.then { $0 }
+            let late = (0..<16).map { _ in Task { try await p.value } }
+            let cancelled = late + waiting.enumerated().filter { $0.offset.isMultiple(of: 2) }.map(\.element)
+            let kept = waiting.enumerated().filter { !$0.offset.isMultiple(of: 2) }.map(\.element)
+            let settled = Promise<Void>()
+            // When one plain thread settles it (or has a coroutine on s reject it) while another
+            // cancels half of the waiting tasks and all of the late ones
+            try await Kit.onPlainThreads(2) { k in
+                if k == 0 {
+                    switch round % 3 {
+                    case 0: p.fulfill(round); settled.fulfill(())
+                    case 1: Coroutine.launch(on: s) { p.reject(PromiseTestError.code(round)); settled.fulfill(()) }
+                    default: p.cancel(); settled.fulfill(())
+                    }
+                } else {
+                    for t in cancelled.reversed() { t.cancel() }
+                }
+            }
+            try await settled.value
+            // Then every task ends with the outcome or, if cancelled, CancellationError (a task
+            // resumed twice would trap), the observer saw the outcome, and nothing is left behind
+            func describe(_ r: Result<Int, any Error>) -> String {
+                switch r {
+                case .success(let v): "value \(v)"
+                case .failure(let e as PromiseTestError): "\(e)"
+                case .failure(let e): "\(type(of: e))"
+                }
+            }
+            let outcome = switch round % 3 {
+            case 0: "value \(round)"
+            case 1: "\(PromiseTestError.code(round))"
+            default: "CancellationError"
+            }
+            for t in kept { #expect(describe(await t.result) == outcome, "round \(round)") }
+            for t in cancelled {
+                let got = describe(await t.result)
+                #expect(got == outcome || got == "CancellationError", "round \(round): \(got)")
+                if got == outcome && outcome != "CancellationError" { cancelledGotOutcome += 1 } else { cancelledGotCancellation += 1 }
+            }
+            try await waitUntil("the observer ran, round \(round)") { !observed.isPending }
+            #expect(observed.result.map(describe) == outcome, "round \(round)")
+            #expect(p.testOtherEntries.layout == "" && p.testOtherEntries.withdrawnTasks == 0, "round \(round)")
+        }
+        print("task awaiters cancelled while settled: \(cancelledGotOutcome) got the outcome, \(cancelledGotCancellation) CancellationError")
+    }
+
     /// From the lifetime tests written against the registry's single `Unmanaged` reference per
     /// coroutine, the borrowed running coroutine (`withCurrent`) and the borrowed scheduler in
     /// `wake`.

@@ -46,6 +46,50 @@ extension PromiseTimeoutTests {
         #expect(outcome == "\(PromiseError.timedOut)")
     }
 
+    @Test("tasks awaiting a timeout withdraw: those left get its settlement; a timeout whose every task withdrew stays pinned until its original settles, then is freed and leaves no timer")
+    func taskWaitersWithdrawFromTimeout() async throws {
+        try await withTestScheduler { s in
+            // Given 10 tasks awaiting an hour-long timeout (armed on s)
+            let original = Promise<Int>()
+            let limited = original.timeout(.seconds(3600), on: s)
+            let tasks = (0..<10).map { _ in Task { try await limited.value } }
+            try await waitUntil("10 tasks wait") { limited.testWaiterCount == 10 }
+            // When 6 are cancelled (their tombstones dropped in bulk on the way) and then the
+            // original is fulfilled
+            for t in tasks.prefix(6) { t.cancel() }
+            for t in tasks.prefix(6) { await #expect(throws: CancellationError.self) { try await t.value } }
+            #expect(limited.testWaiterCount == 4)
+            original.fulfill(5)
+            // Then the 4 others get the value, and no timer is left
+            for t in tasks.suffix(4) { #expect(try await t.value == 5) }
+            try await flush(s)
+            #expect(try await onScheduler(s) { s.timers.count } == 0)
+
+            // Given 5 tasks awaiting an hour-long timeout that nothing but them holds (it pinned
+            // itself with its first waiter)
+            let second = Promise<Int>()
+            let watched = WeakPromise()
+            do {
+                let pinned = second.timeout(.seconds(3600), on: s)
+                watched.set(pinned)
+                let waiters = (0..<5).map { _ in Task { try await pinned.value } }
+                try await waitUntil("5 tasks wait") { pinned.testWaiterCount == 5 }
+                // When every one of them withdraws, and the tasks end
+                for t in waiters { t.cancel() }
+                for t in waiters { await #expect(throws: CancellationError.self) { try await t.value } }
+                #expect(pinned.testWaiterCount == 0)
+            }
+            // Then it is still alive, pinned, with its timer armed
+            #expect(!watched.isFreed)
+            #expect(try await onScheduler(s) { s.timers.count } == 1)
+            // And once its original settles it, the pin is dropped: it is freed and no timer is left
+            second.fulfill(1)
+            #expect(await CoroutineTestKit.eventually(timeout: .seconds(20)) { watched.isFreed }, "the settled timeout is still alive")
+            try await flush(s)
+            #expect(try await onScheduler(s) { s.timers.count } == 0)
+        }
+    }
+
     @Test("then, recover, always, race and all over timeouts of dropped promises all see the timeout")
     func chainsOverUnheldTimeouts() async throws {
         // Given chains over timeouts whose originals and own promises are dropped at once
@@ -183,4 +227,11 @@ extension PromiseTimeoutTests {
         #expect(handedOver == before + 1)
         #expect(after == before, "armed before \(before), handed over \(handedOver), after the free \(after)")
     }
+}
+
+/// A weak reference to a promise, used by one task only.
+private final class WeakPromise {
+    private weak var promise: Promise<Int>?
+    func set(_ p: Promise<Int>) { promise = p }
+    var isFreed: Bool { promise == nil }
 }

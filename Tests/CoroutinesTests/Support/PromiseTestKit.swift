@@ -92,4 +92,20 @@ extension Promise {
 
     /// Entries in the list of task and observer waiters, withdrawn tasks' tombstones included.
     var testOtherEntryCount: Int { withState { $0.others.count } }
+
+    /// The list of task and observer waiters as the state holds it: how many entries are
+    /// observers, tasks still waiting (holding a resumption) and tombstones (a withdrawn task's
+    /// entry, holding none), in list order as letters ("o", "t", "x"), and the state's own count
+    /// of tombstones.
+    var testOtherEntries: (layout: String, withdrawnTasks: Int) {
+        withState { s in
+            let layout = s.others.map { w -> String in
+                switch w {
+                case .observer: "o"
+                case .task(let wait): wait.resume == nil ? "x" : "t"
+                }
+            }.joined()
+            return (layout, Int(s.withdrawnTasks))
+        }
+    }
 }

@@ -156,6 +156,61 @@ struct WaiterWithdrawalTests {
         #expect(p.testOtherEntryCount == 0)
     }
 
+    @Test("tasks withdraw one by one among observers: each withdrawal leaves one tombstone or drops them all, never an observer nor a waiting task; the observers then run in registration order and the tasks left get the value")
+    func taskTombstonesAmongObservers() async throws {
+        try await Kit.withScheduler("withdraw-among-observers") { s in
+            let p = Promise<Int>()
+            let ran = Kit.Log<String>()
+            var observers: [Promise<Void>] = []
+            var live: [Task<Int, any Error>] = []
+            var drops = 0
+            var rng = SystemRandomNumberGenerator()
+            // Given, six times, an observer registered from a coroutine on s (so they all run on
+            // s, in registration order) followed by 8 tasks awaiting the promise
+            for round in 0..<6 {
+                observers.append(try await Kit.onSchedulerLoop(s) {
+                    p.then { v in ran.append("observer \(round): \(v)") }
+                })
+                let tasks = (0..<8).map { _ in Task { try await p.value } }
+                try await waitUntil("8 more tasks wait") { p.testWaiterCount == round + 1 + live.count + 8 }
+                // When 6 of the 8 are cancelled, one at a time, in a random order
+                let cancelled = Set((0..<8).shuffled(using: &rng).prefix(6))
+                for i in cancelled.shuffled(using: &rng) {
+                    let before = p.testOtherEntries
+                    tasks[i].cancel()
+                    await #expect(throws: CancellationError.self) { try await tasks[i].value }
+                    // Then the state counts its tombstones exactly, and either this withdrawal added
+                    // one or the tombstones were all dropped; observers and waiting tasks stay in order
+                    let after = p.testOtherEntries
+                    func count(_ c: Character, _ layout: String) -> Int { layout.filter { $0 == c }.count }
+                    let tombstones = count("x", after.layout)
+                    #expect(after.withdrawnTasks == tombstones, "\(after)")
+                    #expect(2 * tombstones <= after.layout.count, "\(after)")
+                    #expect(count("o", after.layout) == count("o", before.layout), "\(before) -> \(after)")
+                    #expect(count("t", after.layout) == count("t", before.layout) - 1, "\(before) -> \(after)")
+                    if tombstones == 0 {
+                        drops += 1
+                    } else {
+                        #expect(tombstones == before.withdrawnTasks + 1, "\(before) -> \(after)")
+                        #expect(after.layout.count == before.layout.count, "\(before) -> \(after)")
+                    }
+                }
+                live += tasks.indices.filter { !cancelled.contains($0) }.map { tasks[$0] }
+                let layout = p.testOtherEntries.layout
+                #expect(layout.filter { $0 == "o" }.count == round + 1, "\(layout)")
+                #expect(layout.filter { $0 == "t" }.count == live.count, "\(layout)")
+            }
+            #expect(drops > 0, "no bulk drop of tombstones happened")
+            // When the promise is fulfilled
+            p.fulfill(7)
+            // Then the observers ran once each in registration order, and the 12 tasks left got the value
+            try await waitUntil("the observers ran") { observers.allSatisfy { !$0.isPending } }
+            #expect(ran.all == (0..<6).map { "observer \($0): 7" })
+            for t in live { #expect(try await t.value == 7) }
+            #expect(p.testOtherEntries.layout == "" && p.testOtherEntries.withdrawnTasks == 0)
+        }
+    }
+
     @Test("200 coroutines wait for one descriptor and 150 are cancelled: its waiter list shrinks to about its live waiters, readiness wakes the 50, and the descriptor is dropped")
     func cancelledDescriptorWaitersLeaveNoPile() async throws {
         let s = CoroutineScheduler(name: "withdraw-fd")
