@@ -3,8 +3,8 @@
 // ccoro_switch(ccoro_context *from /* rdi */, const ccoro_context *to /* rsi */)
 // pushes the callee-saved registers (rbp, rbx, r12-r15), MXCSR and the x87 control word onto
 // the current stack, stores rsp in from->sp, loads to->sp, pops the same layout (MXCSR only when
-// its control bits differ, the x87 control word only when it differs: see the macro) and returns to (ccoro_switch) or jumps to
-// (ccoro_switch_jump) the popped return address:
+// its control bits differ, the x87 control word only when it differs: see the macro) and returns
+// to (ccoro_switch) or jumps to (ccoro_switch_jump) the popped return address:
 //
 //   sp+0   MXCSR (4 bytes) | x87 control word (2 bytes) | pad
 //   sp+8   r15
