@@ -38,6 +38,6 @@ let package = Package(
                     swiftSettings: swiftSettings),
         .testTarget(name: "CoroutinesFoundationTests", dependencies: ["CoroutinesFoundation", "Coroutines", "CoroutinesTestSupport"],
                     swiftSettings: swiftSettings),
-        .testTarget(name: "QueuePoolTests", dependencies: ["QueuePool"], swiftSettings: swiftSettings),
+        .testTarget(name: "QueuePoolTests", dependencies: ["QueuePool", "CoroutinesTestSupport"], swiftSettings: swiftSettings),
     ]
 )

@@ -2,6 +2,7 @@ import Dispatch
 import QueuePool
 import Synchronization
 import Testing
+import CoroutinesTestSupport
 
 #if canImport(Glibc)
 import Glibc
@@ -147,7 +148,7 @@ struct DispatchQueuePoolTests {
                 inFlight.subtract(1, ordering: .sequentiallyConsistent)
             }
         }
-        let result = group.wait(timeout: .now() + .seconds(30))
+        let result = group.wait(timeout: .now() + hangBoundInterval)
 
         // Then they all ran, never more than one at a time, in submission order
         try #require(result == .success, "the blocks did not finish within 30 seconds")

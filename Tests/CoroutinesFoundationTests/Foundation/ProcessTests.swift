@@ -1,6 +1,7 @@
 import Testing
 import Foundation
 import CoroutinesFoundation
+import CoroutinesTestSupport
 
 @Suite("Process.runUntilExit")
 struct ProcessTests {
@@ -56,7 +57,7 @@ struct ProcessTests {
             while !process.isRunning { try Coroutine.yield() }
             // When the coroutine is cancelled
             waiter.cancel()
-            try Coroutine.withTimeout(.seconds(10)) { try waiter.join() }
+            try Coroutine.withTimeout(hangBound) { try waiter.join() }
             // Then it threw CancellationError and the process ended by a signal
             try Coroutine.offload { process.waitUntilExit() }
             return (waiter.error, process.terminationReason)

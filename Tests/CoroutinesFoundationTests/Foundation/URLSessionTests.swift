@@ -4,6 +4,7 @@ import Foundation
 import FoundationNetworking
 #endif
 import CoroutinesFoundation
+import CoroutinesTestSupport
 
 @Suite("URLSession against a server on 127.0.0.1")
 struct URLSessionTests {
@@ -76,10 +77,10 @@ struct URLSessionTests {
             try server.slowArrived.await()
             // When it is cancelled
             waiter.cancel()
-            try Coroutine.withTimeout(.seconds(10)) { try waiter.join() }
+            try Coroutine.withTimeout(hangBound) { try waiter.join() }
             // Then it throws CancellationError, and the session drops the connection
             let closed: Bool
-            do { try server.slowClosed.timeout(.seconds(10)).await(); closed = true } catch { closed = false }
+            do { try server.slowClosed.timeout(hangBound).await(); closed = true } catch { closed = false }
             return (waiter.error, closed)
         }
         #expect(error is CancellationError)

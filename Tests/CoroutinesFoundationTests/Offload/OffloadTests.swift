@@ -2,6 +2,7 @@ import Testing
 import Foundation
 import Dispatch
 import CoroutinesFoundation
+import CoroutinesTestSupport
 
 @Suite("Coroutine.offload and BlockingPool")
 struct OffloadTests {
@@ -42,7 +43,7 @@ struct OffloadTests {
                 longOnes.append(Coroutine.async {
                     submitted.increment()
                     try Coroutine.offload(to: pool) {
-                        if gate.wait(timeout: .now() + .seconds(60)) == .timedOut { releasedByLimit.increment() }
+                        if gate.wait(timeout: .now() + hangBoundInterval) == .timedOut { releasedByLimit.increment() }
                         finished.increment()
                     }
                 })
@@ -115,7 +116,7 @@ struct OffloadTests {
             try started.await()
             // When the coroutine is cancelled
             waiter.cancel()
-            try Coroutine.withTimeout(.seconds(10)) { try waiter.join() }
+            try Coroutine.withTimeout(hangBound) { try waiter.join() }
             // Then it ended before the body did
             let finishedEarly = bodyFinished.isPending
             gate.signal()

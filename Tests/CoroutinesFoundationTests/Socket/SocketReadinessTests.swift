@@ -3,6 +3,7 @@ import CoroutinesFoundation
 import Foundation
 import Synchronization
 import Testing
+import CoroutinesTestSupport
 
 #if canImport(Glibc)
 import Glibc
@@ -29,13 +30,13 @@ struct SocketReadinessTests {
                     let message = Array("round \(round)".utf8)
                     let echoed = try Coroutine.async(on: scheduler) { () -> [UInt8] in
                         try socket.write(message)
-                        return try Coroutine.withTimeout(.seconds(5)) { try readExactly(socket, message.count) }
+                        return try Coroutine.withTimeout(hangBound) { try readExactly(socket, message.count) }
                     }.await()
                     #expect(echoed == message)
                 }
                 // A reader on one scheduler and a writer on the other at the same time.
                 let reader = Coroutine.async(on: a) { () -> [UInt8] in
-                    try Coroutine.withTimeout(.seconds(5)) { try readExactly(socket, 5) }
+                    try Coroutine.withTimeout(hangBound) { try readExactly(socket, 5) }
                 }
                 try Coroutine.async(on: b) { try socket.write("hello") }.await()
                 #expect(try reader.await() == Array("hello".utf8))
@@ -72,7 +73,7 @@ struct SocketReadinessTests {
                     let next = try server.connect()
                     let echoed = try Coroutine.async(on: scheduler) { () -> [UInt8] in
                         try next.write("again")
-                        return try Coroutine.withTimeout(.seconds(5)) { try readExactly(next, 5) }
+                        return try Coroutine.withTimeout(hangBound) { try readExactly(next, 5) }
                     }.await()
                     #expect(echoed == Array("again".utf8))
                     next.close()
@@ -105,7 +106,7 @@ struct SocketReadinessTests {
                             try Coroutine.withTimeout(.milliseconds(2)) { _ = try socket.read(upTo: 16) }
                         }
                         try socket.write("r\(round)")
-                        return try Coroutine.withTimeout(.seconds(5)) { try readExactly(socket, "r\(round)".utf8.count) }
+                        return try Coroutine.withTimeout(hangBound) { try readExactly(socket, "r\(round)".utf8.count) }
                     }.await()
                     #expect(echoed == Array("r\(round)".utf8))
                 }

@@ -3,6 +3,7 @@ import CoroutinesFoundation
 import Foundation
 import Synchronization
 import Testing
+import CoroutinesTestSupport
 
 #if canImport(Glibc)
 import Glibc
@@ -70,7 +71,7 @@ struct SocketStressTests {
                         else { failures.locked { $0.append("client \(id): \(received.count) bytes, corrupt or short") } }
                     }
                 }
-                try Coroutine.withTimeout(.seconds(60)) {
+                try Coroutine.withTimeout(hangBound) {
                     for c in clients { try c.join() }
                 }
             }
@@ -104,7 +105,7 @@ struct SocketStressTests {
                         let fresh = try server.connect()
                         defer { fresh.close() }
                         try fresh.write("r\(round)")
-                        return try Coroutine.withTimeout(.seconds(5)) { try readExactly(fresh, "r\(round)".utf8.count) }
+                        return try Coroutine.withTimeout(hangBound) { try readExactly(fresh, "r\(round)".utf8.count) }
                     }.await()
                     #expect(echoed == Array("r\(round)".utf8))
                 }

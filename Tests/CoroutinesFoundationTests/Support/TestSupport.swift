@@ -1,4 +1,5 @@
 import Coroutines
+import CoroutinesTestSupport
 import Foundation
 import Synchronization
 
@@ -58,7 +59,7 @@ struct NotSuspended: Error, CustomStringConvertible {
 /// (the coroutine runs on another thread). Throws ``NotSuspended`` if it finishes first or
 /// `timeout` passes.
 func waitUntilSuspended(_ coroutine: Coroutine, in point: SuspensionPoint,
-                        timeout: Duration = .seconds(30)) throws {
+                        timeout: Duration = hangBound) throws {
     guard let name = coroutine.name else { preconditionFailure("waitUntilSuspended needs a named coroutine") }
     let line = "'\(name)' on \(coroutine.scheduler.name): suspended waiting in \(point.rawValue)"
     let deadline = ContinuousClock.now + timeout

@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import Testing
 @testable import Coroutines
+import CoroutinesTestSupport
 
 private typealias Kit = CoroutineTestKit
 
@@ -210,7 +211,7 @@ struct ActorTests {
             let actor = CoroutineActor<Int, Int> { mailbox in
                 for envelope in mailbox {
                     started.fulfill(())
-                    _ = try? Coroutine.delay(.seconds(10))   // interrupted by the cancellation
+                    _ = try? Coroutine.delay(hangBound)   // interrupted by the cancellation
                     envelope.reply(envelope.message)
                 }
             }

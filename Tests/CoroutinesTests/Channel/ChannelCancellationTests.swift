@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import Testing
 @testable import Coroutines
+import CoroutinesTestSupport
 
 private typealias Kit = CoroutineTestKit
 private typealias CK = ChannelTestKit
@@ -245,7 +246,7 @@ struct ChannelCancellationTests {
                         s.receive(from: a) { "a \(String(describing: $0))" }
                         s.receive(from: b) { "b \(String(describing: $0))" }
                         s.send(5, to: c) { "sent c" }
-                        s.timeout(after: .seconds(30)) { "timeout" }
+                        s.timeout(after: hangBound) { "timeout" }
                     }
                     return r
                 })

@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import Testing
 @testable import Coroutines
+import CoroutinesTestSupport
 
 private typealias Kit = CoroutineTestKit
 private typealias CK = ChannelTestKit
@@ -107,7 +108,7 @@ struct ChannelWaitQueueStressTests {
                             if k % 2 == 0 {
                                 try select { s in
                                     s.receive(from: ch) { _ in () }
-                                    s.timeout(after: .seconds(30)) { () }
+                                    s.timeout(after: hangBound) { () }
                                 }
                                 // select runs the receive body with nil on close
                                 closed.increment()

@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import Testing
 @testable import Coroutines
+import CoroutinesTestSupport
 
 private typealias Kit = CoroutineTestKit
 private typealias CK = ChannelTestKit
@@ -108,7 +109,7 @@ struct ProduceTests {
                     }
                 }
                 _ = try ch.receive()
-                try Coroutine.delay(.seconds(30))
+                try Coroutine.delay(hangBound)
             }
             while producerBox.value == nil { try Coroutine.yield() }
             try CK.waitUntilSuspended(parent)

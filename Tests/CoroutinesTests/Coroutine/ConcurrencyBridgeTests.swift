@@ -4,6 +4,7 @@ import Dispatch
 import Foundation
 import Synchronization
 import Testing
+import CoroutinesTestSupport
 
 private typealias Kit = CoroutineTestKit
 
@@ -190,7 +191,7 @@ struct CoroutineAwaitBridgeTests {
                 steps.append("A waits")
                 // The guard turns a blocked scheduler into a failure instead of a hang (generous:
                 // under ThreadSanitizer with parallel suites, tasks can wait seconds for a thread).
-                let v = try Coroutine.await { try await gate.timeout(.seconds(60)).value }
+                let v = try Coroutine.await { try await gate.timeout(hangBound).value }
                 steps.append("A resumed with \(v)")
             }
             let b = Coroutine.launch(on: s) {
@@ -249,7 +250,7 @@ struct CoroutineAwaitBridgeTests {
                 _ = try Coroutine.await {
                     entered.fulfill(())
                     do {
-                        try await Task.sleep(for: .seconds(60))
+                        try await Task.sleep(for: hangBound)
                         operationSaw.fulfill("slept")
                     } catch {
                         operationSaw.fulfill("\(type(of: error))")
@@ -300,7 +301,7 @@ struct CoroutineRunBridgeTests {
             }
         }
         // When we wait for it, at most 60 seconds (a guard against a hang, generous for TSan)
-        let endedInTime = (try? await ended.timeout(.seconds(60)).value) != nil
+        let endedInTime = (try? await ended.timeout(hangBound).value) != nil
         if !endedInTime { run.cancel() }   // Coroutine.run's cancellation handler wakes its scheduler
         // Then it had already ended, with the body's error
         #expect(endedInTime, "Coroutine.run did not return after its body threw")
@@ -331,7 +332,7 @@ struct CoroutineRunBridgeTests {
         struct Fail: Error {}
         let spinner = Kit.Box<Coroutine?>(nil)
         await #expect(throws: Fail.self) {
-            try await Kit.run(limit: .seconds(10)) { () throws -> Int in
+            try await Kit.run { () throws -> Int in
                 spinner.value = Coroutine.launch(name: "spinner") { while true { try Coroutine.yield() } }
                 try Coroutine.delay(.milliseconds(20))
                 throw Fail()

@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import Testing
 @testable import Coroutines
+import CoroutinesTestSupport
 
 #if canImport(Glibc)
 import Glibc
@@ -37,15 +38,15 @@ struct CoroutineCancellationTests {
             let c = Coroutine.launch {
                 log.append("start")
                 switch operation {
-                case .delay: try Coroutine.delay(.seconds(30))
+                case .delay: try Coroutine.delay(hangBound)
                 case .promiseAwait: _ = try never.await()
                 case .join: try longJoinTarget.join()
-                case .withTimeout: try Coroutine.withTimeout(.seconds(30)) { try Coroutine.delay(.seconds(60)) }
+                case .withTimeout: try Coroutine.withTimeout(hangBound) { try Coroutine.delay(hangBound) }
                 case .waitUntilReadable: try Coroutine.waitUntilReadable(pipe.read)
                 case .waitUntilWritable: try Coroutine.waitUntilWritable(pipe.write)
                 case .coroutineAwait:
                     try Coroutine.await {
-                        do { try await Task.sleep(for: .seconds(30)) } catch {
+                        do { try await Task.sleep(for: hangBound) } catch {
                             taskSawCancellation.fulfill(error is CancellationError)
                             throw error
                         }
@@ -77,7 +78,7 @@ struct CoroutineCancellationTests {
                 "the interrupt took \(interruptTook.all)")
         if operation == .coroutineAwait {
             // The Swift task running the operation was cancelled too.
-            #expect(try await taskSawCancellation.timeout(.seconds(60)).value)
+            #expect(try await taskSawCancellation.timeout(hangBound).value)
         }
     }
 
@@ -239,7 +240,7 @@ struct CoroutineCancellationTests {
         try await Kit.withScheduler("cancel-idempotent") { s in
             let caught = Kit.Counter()
             let c = Coroutine.launch(on: s) {
-                do { try Coroutine.delay(.seconds(30)) } catch {
+                do { try Coroutine.delay(hangBound) } catch {
                     caught.increment()
                     throw error
                 }
@@ -263,7 +264,7 @@ struct CoroutineCancellationTests {
             let log = Kit.Log<String>()
             let c = Coroutine.launch {
                 log.append("active \(Coroutine.isActive)")
-                do { try Coroutine.delay(.seconds(30)) } catch {
+                do { try Coroutine.delay(hangBound) } catch {
                     log.append("after cancel active \(Coroutine.isActive)")
                     do { try Coroutine.checkCancellation(); log.append("check passed") } catch {
                         log.append("check threw \(type(of: error))")
@@ -337,10 +338,10 @@ struct CoroutineCancellationTests {
             let grandchildP = Promise<Coroutine>()
             let parent = Coroutine.launch {
                 childP.fulfill(Coroutine.launch {
-                    grandchildP.fulfill(Coroutine.launch { try Coroutine.delay(.seconds(30)) })
-                    try Coroutine.delay(.seconds(30))
+                    grandchildP.fulfill(Coroutine.launch { try Coroutine.delay(hangBound) })
+                    try Coroutine.delay(hangBound)
                 })
-                try Coroutine.delay(.seconds(30))
+                try Coroutine.delay(hangBound)
             }
             let child = try childP.await()
             let grandchild = try grandchildP.await()
@@ -362,8 +363,8 @@ struct CoroutineCancellationTests {
             let childP = Promise<Coroutine>()
             let child = try await Kit.run { () -> Coroutine in
                 let parent = Coroutine.launch {
-                    childP.fulfill(Coroutine.launch(on: other) { try Coroutine.delay(.seconds(30)) })
-                    try Coroutine.delay(.seconds(30))
+                    childP.fulfill(Coroutine.launch(on: other) { try Coroutine.delay(hangBound) })
+                    try Coroutine.delay(hangBound)
                 }
                 let child = try childP.await()
                 parent.cancel()
@@ -378,7 +379,7 @@ struct CoroutineCancellationTests {
     func cancelChildOnly() async throws {
         let parentError = try await Kit.run { () -> String in
             let parent = Coroutine.launch {
-                let child = Coroutine.launch { try Coroutine.delay(.seconds(30)) }
+                let child = Coroutine.launch { try Coroutine.delay(hangBound) }
                 try Coroutine.yield()
                 child.cancel()
                 try child.join()
@@ -396,7 +397,7 @@ struct CoroutineCancellationTests {
         let child = try await Kit.run { () -> Coroutine in
             let childP = Promise<Coroutine>()
             let parent = Coroutine.launch {
-                do { try Coroutine.delay(.seconds(30)) } catch {}
+                do { try Coroutine.delay(hangBound) } catch {}
                 // Cancelled now; launching is still allowed, but the child inherits cancellation.
                 childP.fulfill(Coroutine.launch { ran.increment() })
             }
@@ -423,7 +424,7 @@ struct CoroutineCancellationTests {
     @Test("cancelling the root of a 3,000-generation chain of children cancels them all without overflowing")
     func deepCancellationChain() async throws {
         let depth = 3_000
-        let finished = try await Kit.run(limit: .seconds(120)) {
+        let finished = try await Kit.run {
             // Given a chain where every coroutine launches one child, then waits
             let built = Kit.Counter()
             let allBuilt = Promise<Void>()
@@ -451,7 +452,7 @@ struct CoroutineCancellationTests {
             let delayEnded = Kit.Log<ContinuousClock.Instant>()
             let c = Coroutine.launch(on: s) {
                 defer { delayEnded.append(ContinuousClock.now) }
-                try Coroutine.delay(.seconds(30))
+                try Coroutine.delay(hangBound)
             }
             let start = ContinuousClock.now
             c.cancel(after: .milliseconds(20))
@@ -467,7 +468,7 @@ struct CoroutineCancellationTests {
     func cancelAfterReleasesTimer() async throws {
         try await Kit.withScheduler("cancel-after-release") { s in
             let c = Coroutine.launch(on: s) {}
-            c.cancel(after: .seconds(30))
+            c.cancel(after: hangBound)
             try await c.join()
             let armed = try await Kit.onSchedulerLoop(s) { s.timers.count }
             #expect(armed == 0)

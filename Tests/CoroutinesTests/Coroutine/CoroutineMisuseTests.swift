@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import Testing
 @testable import Coroutines
+import CoroutinesTestSupport
 
 #if canImport(Glibc)
 import Glibc
@@ -37,14 +38,14 @@ private func attemptSuspendingCalls(joining target: Coroutine, pipe: (read: Int3
     }
     let never = Promise<Int>()
     var timeoutBodyRan = false
-    attempt("delay") { try Coroutine.delay(.seconds(30)) }
+    attempt("delay") { try Coroutine.delay(hangBound) }
     attempt("delay(0)") { try Coroutine.delay(.zero) }
     attempt("yield") { try Coroutine.yield() }
-    attempt("withTimeout") { try Coroutine.withTimeout(.seconds(30)) { timeoutBodyRan = true } }
+    attempt("withTimeout") { try Coroutine.withTimeout(hangBound) { timeoutBodyRan = true } }
     attempt("join") { try target.join() }
     attempt("waitUntilReadable") { try Coroutine.waitUntilReadable(pipe.read) }
     attempt("waitUntilWritable") { try Coroutine.waitUntilWritable(pipe.write) }
-    attempt("Coroutine.await") { _ = try Coroutine.await { try await Task.sleep(for: .seconds(30)) } }
+    attempt("Coroutine.await") { _ = try Coroutine.await { try await Task.sleep(for: hangBound) } }
     attempt("promise.await") { _ = try never.await() }
     attempt("fulfilled promise.await") { _ = try Promise.fulfilled(1).await() }
     if timeoutBodyRan { outcomes.append("withTimeout ran its body") }
@@ -188,7 +189,7 @@ struct CoroutineMisuseTests {
                     for i in 1...3 {
                         Coroutine.launch {
                             defer { log.append("c\(i) unwound") }
-                            do { try Coroutine.delay(.seconds(30)) } catch {
+                            do { try Coroutine.delay(hangBound) } catch {
                                 log.append("c\(i) \(type(of: error))")
                                 throw error
                             }
@@ -243,7 +244,7 @@ struct CoroutineMisuseTests {
         }
         #expect(v == "value")
         await #expect(throws: Failed(n: 3)) {
-            try await Kit.run(limit: .seconds(30)) { () -> Int in
+            try await Kit.run { () -> Int in
                 try Coroutine.yield()
                 throw Failed(n: 3)
             }
@@ -259,10 +260,10 @@ struct CoroutineMisuseTests {
         }
         #expect(log.all == ["late child"])
         await #expect(throws: Failed.self) {
-            try await Kit.run(limit: .seconds(30)) {
+            try await Kit.run {
                 Coroutine.launch {
                     defer { log.append("unwound") }
-                    try Coroutine.delay(.seconds(30))
+                    try Coroutine.delay(hangBound)
                 }
                 try Coroutine.yield()
                 throw Failed()
@@ -280,7 +281,7 @@ struct CoroutineMisuseTests {
         // without throwing, so the test fails without hanging the run for long. (No wall clock here:
         // waiting for a cooperative-pool thread under ThreadSanitizer took over 10 s on CI.)
         let task = Task {
-            try await Kit.run(limit: .seconds(60)) {
+            try await Kit.run {
                 started.fulfill(())
                 do { try Coroutine.delay(.seconds(90)) } catch {
                     delayThrew.append("\(type(of: error))")

@@ -4,6 +4,7 @@ import Foundation
 import Synchronization
 import Testing
 @testable import Coroutines
+import CoroutinesTestSupport
 
 private typealias Kit = CoroutineTestKit
 private typealias Tally = CoroutineTestKit.Tally
@@ -247,7 +248,7 @@ struct CoroutineStressTests {
         let task = Task {
             try await Kit.run { Self.chain(eager: eager, links: links, hitLimit: hitLimit, until: limit) }
         }
-        #expect(await Kit.eventually(timeout: .seconds(20)) { links.value > 1000 })
+        #expect(await Kit.eventually { links.value > 1000 })
         task.cancel()
         let atCancel = links.value
         _ = try? await task.value
@@ -292,9 +293,9 @@ struct CoroutineStressTests {
         // other suites running, 1,000 links once took more than 2 s).
         let limit = ContinuousClock.now + .seconds(30)
         Coroutine.launch(on: s) { Self.chain(eager: false, links: links, hitLimit: hitLimit, until: limit) }
-        #expect(await Kit.eventually(timeout: .seconds(20)) { links.value > 1000 })
+        #expect(await Kit.eventually { links.value > 1000 })
         s.stop()
-        #expect(await Kit.eventually(timeout: .seconds(10)) { s.isStopped })
+        #expect(await Kit.eventually { s.isStopped })
         #expect(hitLimit.value == 0, "the chain went on after stop()")
         #expect(s.liveCount == 0)
     }
@@ -344,10 +345,10 @@ struct CoroutineStressTests {
             #expect(Set(outcomes.keys).isSubset(of: ["value", "cancelled"]), "\(outcomes)")
             #expect(outcomes["cancelled", default: 0] > 0, "\(outcomes)")
             #expect(escaped.value == 0, "\(escaped.value) children ran uncancelled after the parent's cancel() returned")
-            #expect(await Kit.eventually(timeout: .seconds(10)) { released.value == all.count },
+            #expect(await Kit.eventually { released.value == all.count },
                     "\(released.value) of \(all.count) bodies released")
-            #expect(await Kit.eventually(timeout: .seconds(10)) { weak.alive == 0 }, "\(weak.alive) coroutines alive")
-            #expect(await Kit.eventually(timeout: .seconds(10)) { s.liveCount == 0 }, "liveCount \(s.liveCount)")
+            #expect(await Kit.eventually { weak.alive == 0 }, "\(weak.alive) coroutines alive")
+            #expect(await Kit.eventually { s.liveCount == 0 }, "liveCount \(s.liveCount)")
         }
     }
 
@@ -490,10 +491,10 @@ struct CoroutineStressTests {
         #expect(sum == (0..<40).reduce(0, +) + (0..<n).reduce(0, +))
         let started = starts.all.filter { $0 >= 0 }
         #expect(started == Array(0..<n), "launches did not start in launch order")
-        #expect(await Kit.eventually(timeout: .seconds(20)) { released.value == n }, "\(released.value) of \(n) bodies released")
-        #expect(await Kit.eventually(timeout: .seconds(20)) { weak.alive == 0 }, "\(weak.alive) coroutines alive")
+        #expect(await Kit.eventually { released.value == n }, "\(released.value) of \(n) bodies released")
+        #expect(await Kit.eventually { weak.alive == 0 }, "\(weak.alive) coroutines alive")
         #expect(s.pendingLaunchCount.load(ordering: .relaxed) == 0)
-        #expect(await Kit.eventually(timeout: .seconds(20)) { s.liveCount == 0 })
+        #expect(await Kit.eventually { s.liveCount == 0 })
     }
 
     /// Guards an invariant (a lazily created `Coroutine.async` coroutine links its promise only
@@ -529,7 +530,7 @@ struct CoroutineStressTests {
                     queued.fulfill(())
                     // The sibling runs only when this coroutine suspends: the children are all
                     // still queued behind it then.
-                    try Coroutine.delay(.seconds(60))
+                    try Coroutine.delay(hangBound)
                 }
                 let sibling = Coroutine.async { () throws -> Void in
                     try queued.await()
@@ -545,7 +546,7 @@ struct CoroutineStressTests {
         }
         #expect(ran.value == 0, "\(ran.value) bodies ran")
         #expect(released.value == n, "\(released.value) of \(n) bodies released")
-        #expect(await Kit.eventually(timeout: .seconds(20)) { observed.all.allSatisfy { $0 >= 1 } })
+        #expect(await Kit.eventually { observed.all.allSatisfy { $0 >= 1 } })
         #expect(observed.all.allSatisfy { $0 == 1 }, "observers not run exactly once")
         #expect(cancelHandlers.value == 0, "onCancel ran \(cancelHandlers.value) times: the promise was rejected, not cancelled")
         #expect(weak.count == 0)
@@ -681,7 +682,7 @@ struct CoroutineStressTests {
             @Sendable func generation(_ n: Int) throws {
                 if n == depth {
                     leafReady.fulfill(())
-                    try Coroutine.delay(.seconds(60))
+                    try Coroutine.delay(hangBound)
                     return
                 }
                 let child = Coroutine.launch(on: s, stackSize: 16 * 1024) { try generation(n + 1) }

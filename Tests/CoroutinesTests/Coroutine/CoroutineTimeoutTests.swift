@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import Testing
 @testable import Coroutines
+import CoroutinesTestSupport
 
 #if canImport(Glibc)
 import Glibc
@@ -66,13 +67,13 @@ struct CoroutineTimeoutTests {
                 try Coroutine.withTimeout(.milliseconds(20)) {
                     do {
                         switch operation {
-                        case .delay: try Coroutine.delay(.seconds(30))
+                        case .delay: try Coroutine.delay(hangBound)
                         case .promiseAwait: _ = try never.await()
                         case .join: try target.join()
                         case .withTimeout: break
                         case .waitUntilReadable: try Coroutine.waitUntilReadable(pipe.read)
                         case .waitUntilWritable: try Coroutine.waitUntilWritable(pipe.write)
-                        case .coroutineAwait: _ = try Coroutine.await { try await Task.sleep(for: .seconds(30)) }
+                        case .coroutineAwait: _ = try Coroutine.await { try await Task.sleep(for: hangBound) }
                         }
                         log.append("operation returned")
                     } catch {
@@ -122,7 +123,7 @@ struct CoroutineTimeoutTests {
         struct Inner: Error {}
         let outcome = try await Kit.run { () -> String in
             do {
-                try Coroutine.withTimeout(.seconds(30)) { throw Inner() }
+                try Coroutine.withTimeout(hangBound) { throw Inner() }
                 return "returned"
             } catch {
                 return "\(type(of: error)) timers \(armedTimers())"
@@ -135,9 +136,9 @@ struct CoroutineTimeoutTests {
     func nestedInnerExpires() async throws {
         let log = try await Kit.run { () -> [String] in
             var log: [String] = []
-            let v = try Coroutine.withTimeout(.seconds(30)) { () -> Int in
+            let v = try Coroutine.withTimeout(hangBound) { () -> Int in
                 do {
-                    try Coroutine.withTimeout(.milliseconds(10)) { try Coroutine.delay(.seconds(30)) }
+                    try Coroutine.withTimeout(.milliseconds(10)) { try Coroutine.delay(hangBound) }
                 } catch CoroutineError.timedOut {
                     log.append("inner timed out")
                 }
@@ -158,7 +159,7 @@ struct CoroutineTimeoutTests {
             let start = ContinuousClock.now   // timed on the scheduler's thread, as above
             do {
                 try Coroutine.withTimeout(.milliseconds(20)) {
-                    try Coroutine.withTimeout(.seconds(30)) { try Coroutine.delay(.seconds(30)) }
+                    try Coroutine.withTimeout(hangBound) { try Coroutine.delay(hangBound) }
                     log.append("after inner")
                 }
             } catch {
@@ -176,10 +177,10 @@ struct CoroutineTimeoutTests {
         let results = try await Kit.run { () -> [String] in
             var log: [String] = []
             let c = Coroutine.current!
-            let v: Int = try Coroutine.withTimeout(.seconds(30)) {
+            let v: Int = try Coroutine.withTimeout(hangBound) {
                 do {
                     _ = try Coroutine.withTimeout(.zero) { () -> Int in
-                        do { try Coroutine.delay(.seconds(5)) } catch CoroutineError.timedOut { log.append("inner op timed out") }
+                        do { try Coroutine.delay(hangBound) } catch CoroutineError.timedOut { log.append("inner op timed out") }
                         return 1
                     }
                 } catch CoroutineError.timedOut {
@@ -193,7 +194,7 @@ struct CoroutineTimeoutTests {
             log.append("v \(v) count \(c.expiredTimeoutScopes)")
             // A scope whose timer fires: removed after the body ended.
             do {
-                try Coroutine.withTimeout(.milliseconds(2)) { try Coroutine.delay(.seconds(5)) }
+                try Coroutine.withTimeout(.milliseconds(2)) { try Coroutine.delay(hangBound) }
             } catch CoroutineError.timedOut { log.append("timer scope timed out") }
             log.append("count \(c.expiredTimeoutScopes)")
             // A scope that ends before its timer: the timer must never fire later.
@@ -204,7 +205,7 @@ struct CoroutineTimeoutTests {
             do {
                 try Coroutine.withTimeout(.milliseconds(1)) {
                     try Coroutine.withTimeout(.zero) {
-                        do { try Coroutine.delay(.seconds(5)) } catch {}
+                        do { try Coroutine.delay(hangBound) } catch {}
                         try Coroutine.delay(.milliseconds(5))   // still expired: throws
                     }
                 }
@@ -226,7 +227,7 @@ struct CoroutineTimeoutTests {
             let c = Coroutine.current!
             do {
                 try Coroutine.withTimeout(.milliseconds(2)) {
-                    try Coroutine.withTimeout(.seconds(30)) { try Coroutine.delay(.seconds(5)) }
+                    try Coroutine.withTimeout(hangBound) { try Coroutine.delay(hangBound) }
                 }
                 return ("returned", c.expiredTimeoutScopes)
             } catch CoroutineError.timedOut {
@@ -244,7 +245,7 @@ struct CoroutineTimeoutTests {
             var log: [String] = []
             do {
                 try Coroutine.withTimeout(.milliseconds(10)) {
-                    do { try Coroutine.delay(.seconds(30)) } catch { log.append("first delay threw") }
+                    do { try Coroutine.delay(hangBound) } catch { log.append("first delay threw") }
                     do { try Coroutine.yield(); log.append("yield returned") } catch { log.append("yield threw") }
                     try Coroutine.delay(.milliseconds(1))
                     log.append("second delay returned")
@@ -266,7 +267,7 @@ struct CoroutineTimeoutTests {
             do {
                 try Coroutine.withTimeout(.zero) {
                     log.append("body runs")
-                    try Coroutine.delay(.seconds(30))
+                    try Coroutine.delay(hangBound)
                 }
             } catch {
                 log.append("\(error)")
@@ -296,7 +297,7 @@ struct CoroutineTimeoutTests {
 
     @Test("100,000 finished, cancelled and timed-out delays leave no armed timer")
     func manyDelaysLeaveNoTimer() async throws {
-        let report = try await Kit.run(limit: .seconds(120)) { () -> [String] in
+        let report = try await Kit.run { () -> [String] in
             var report: [String] = []
             // Given 40,000 delays that run to completion.
             for _ in 0..<40_000 { try Coroutine.delay(.nanoseconds(1)) }

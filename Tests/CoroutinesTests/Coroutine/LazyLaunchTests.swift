@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import Coroutines
+import CoroutinesTestSupport
 
 private typealias Kit = CoroutineTestKit
 private typealias Boom = CoroutineTestKit.Boom
@@ -102,7 +103,7 @@ struct LazyLaunchTests {
             let parent = Coroutine.launch(on: s) {
                 let p = Coroutine.async { () throws -> Int in
                     started.fulfill(())
-                    try Coroutine.delay(.seconds(60))
+                    try Coroutine.delay(hangBound)
                     return 1
                 }
                 child.value = p
@@ -114,7 +115,7 @@ struct LazyLaunchTests {
             // The parent's own await ends with its cancellation; the child's ends with its own.
             let p = try #require(child.value)
             // Not reached by the cancellation, it would sleep 60 s: the timeout makes that a failure.
-            await #expect(throws: CancellationError.self) { try await p.timeout(.seconds(20)).value }
+            await #expect(throws: CancellationError.self) { try await p.timeout(hangBound).value }
         }
     }
 
@@ -255,7 +256,7 @@ struct LazyLaunchTests {
             after.value = ps
         }
         try await done.value
-        #expect(await Kit.eventually(timeout: .seconds(10)) { s.isStopped })
+        #expect(await Kit.eventually { s.isStopped })
         #expect(ranAfterStop.value == 0)
         #expect(after.value.allSatisfy { Kit.describe($0.result) == "stopped" })
         #expect(released.value == 500)
@@ -438,7 +439,7 @@ struct LazyLaunchTests {
             try sel.send(3)
             let chosen: Promise<Int> = try select { s in
                 s.receive(from: sel) { v in Coroutine.async { (v ?? 0) * 3 } }
-                s.timeout(after: .seconds(5)) { Coroutine.async { -1 } }
+                s.timeout(after: hangBound) { Coroutine.async { -1 } }
             }
             #expect(try chosen.await() == 9)
         }
@@ -537,7 +538,7 @@ struct LazyLaunchTests {
             #expect(report.isEmpty, "\(report)")
         }
         #expect(weak.count == 3)
-        #expect(await Kit.eventually(timeout: .seconds(20)) { weak.alive == 0 }, "\(weak.alive) coroutines alive")
+        #expect(await Kit.eventually { weak.alive == 0 }, "\(weak.alive) coroutines alive")
     }
 
     /// Guards an invariant (a lazily created `Coroutine.async` coroutine links its promise only
@@ -554,7 +555,7 @@ struct LazyLaunchTests {
                         withExtendedLifetime(tracker) {}
                         if let c = Coroutine.current { weak.add(c) }
                         return try Coroutine.withTimeout(.milliseconds(i % 2 == 0 ? 50 : 30_000)) {
-                            if i % 2 == 0 { try Coroutine.delay(.seconds(60)) }
+                            if i % 2 == 0 { try Coroutine.delay(hangBound) }
                             return i
                         }
                     }
@@ -567,7 +568,7 @@ struct LazyLaunchTests {
             #expect(outcomes == (0..<20).map { $0 % 2 == 0 ? "timedOut" : "value \($0)" })
         }
         #expect(released.value == 20)
-        #expect(await Kit.eventually(timeout: .seconds(20)) { weak.alive == 0 }, "\(weak.alive) coroutines alive")
+        #expect(await Kit.eventually { weak.alive == 0 }, "\(weak.alive) coroutines alive")
     }
 
     /// Guards an invariant (a lazily created `Coroutine.async` coroutine links its promise only
@@ -582,7 +583,7 @@ struct LazyLaunchTests {
                     let me = try #require(Coroutine.current)
                     weak.add(me)
                     me.cancel(after: .milliseconds(50))
-                    try Coroutine.delay(.seconds(60))
+                    try Coroutine.delay(hangBound)
                     return 1
                 }
                 let quick = Coroutine.async { () throws -> Int in
@@ -601,7 +602,7 @@ struct LazyLaunchTests {
         }
         #expect(weak.count == 2)
         // A timer that kept `quick` would keep it for 600 s.
-        #expect(await Kit.eventually(timeout: .seconds(20)) { weak.alive == 0 }, "\(weak.alive) coroutines alive")
+        #expect(await Kit.eventually { weak.alive == 0 }, "\(weak.alive) coroutines alive")
     }
 
     // MARK: Promise.cancel() once the body started
@@ -621,7 +622,7 @@ struct LazyLaunchTests {
                     defer { unwound.increment() }
                     if let c = Coroutine.current { weak.add(c) }
                     started.fulfill(())
-                    try Coroutine.delay(.seconds(60))
+                    try Coroutine.delay(hangBound)
                     return 1
                 }
                 p.onCancel { cancelHandlers.increment() }
@@ -637,10 +638,10 @@ struct LazyLaunchTests {
             }.value
             #expect(outcome == "cancelled")
             // The delay was interrupted: the body unwound (a 60 s delay would make this fail).
-            #expect(await Kit.eventually(timeout: .seconds(20)) { unwound.value == 1 })
+            #expect(await Kit.eventually { unwound.value == 1 })
         }
-        #expect(await Kit.eventually(timeout: .seconds(20)) { cancelHandlers.value == 1 })
-        #expect(await Kit.eventually(timeout: .seconds(20)) { weak.alive == 0 }, "\(weak.alive) coroutines alive")
+        #expect(await Kit.eventually { cancelHandlers.value == 1 })
+        #expect(await Kit.eventually { weak.alive == 0 }, "\(weak.alive) coroutines alive")
     }
 
     /// Guards an invariant (a lazily created `Coroutine.async` coroutine links its promise only

@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import Testing
 @testable import Coroutines
+import CoroutinesTestSupport
 
 private typealias Kit = CoroutineTestKit
 
@@ -66,7 +67,7 @@ struct UnobservedErrorTests {
         let calls = try await recordingUnobserved(prefix: "unobserved-cancel") {
             try await Kit.run {
                 Coroutine.launch(name: "unobserved-cancel-thrown") { throw CancellationError() }
-                let c = Coroutine.launch(name: "unobserved-cancel-cancelled") { try Coroutine.delay(.seconds(30)) }
+                let c = Coroutine.launch(name: "unobserved-cancel-cancelled") { try Coroutine.delay(hangBound) }
                 try Coroutine.yield()
                 c.cancel()
                 let unstarted = Coroutine.launch(name: "unobserved-cancel-unstarted") {}

@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import Testing
 @testable import Coroutines
+import CoroutinesTestSupport
 
 private typealias Kit = CoroutineTestKit
 private typealias CK = ChannelTestKit
@@ -68,7 +69,7 @@ struct GeneratorStressTests {
             let feeders = [a, b].enumerated().map { (j, ch) in
                 Coroutine.launch(on: s[j]) { for i in 0..<n { try ch.send(j * 100_000 + i) } }
             }
-            let got = try await Kit.run(limit: .seconds(120)) { () -> [Int] in
+            let got = try await Kit.run { () -> [Int] in
                 var got: [Int] = []
                 var round = 0
                 while got.count < 2 * n {

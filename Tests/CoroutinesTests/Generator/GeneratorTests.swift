@@ -3,6 +3,7 @@ import Foundation
 import Synchronization
 import Testing
 @testable import Coroutines
+import CoroutinesTestSupport
 
 private typealias Kit = CoroutineTestKit
 
@@ -391,7 +392,7 @@ struct GeneratorTests {
             let c = Coroutine.launch {
                 let g = Generator<Int> { yield in
                     started.fulfill(())
-                    try Coroutine.delay(.seconds(30))
+                    try Coroutine.delay(hangBound)
                     try yield(1)
                 }
                 let v = g.next()

@@ -3,6 +3,7 @@ import Dispatch
 import Foundation
 import Synchronization
 import Testing
+import CoroutinesTestSupport
 
 // then, catch, recover, always, all, race and timeout (see the Promises article, <doc:Promises>),
 // and `race([])` / `all([])` (<doc:BadInputAndMisuse>). Helpers live in
@@ -261,7 +262,7 @@ struct PromiseTimeoutTests {
             let p = Promise<Int>()
             let (limited, armed) = try await onScheduler(s) {
                 let before = s.timers.count
-                let limited = p.timeout(.seconds(60))
+                let limited = p.timeout(hangBound)
                 return (limited, s.timers.count - before)
             }
             #expect(armed == 1)
@@ -277,7 +278,7 @@ struct PromiseTimeoutTests {
     func timeoutPassesRejection() async throws {
         try await withTestScheduler { s in
             let p = Promise<Int>()
-            let limited = try await onScheduler(s) { p.timeout(.seconds(60)) }
+            let limited = try await onScheduler(s) { p.timeout(hangBound) }
             p.reject(PromiseTestError.boom)
             await #expect(throws: PromiseTestError.boom) { try await limited.value }
             #expect(try await onScheduler(s) { s.timers.count } == 0)
@@ -287,7 +288,7 @@ struct PromiseTimeoutTests {
     @Test("timeout of an already settled promise settles like it and leaves no timer")
     func timeoutOfSettledPromise() async throws {
         try await withTestScheduler { s in
-            let limited = try await onScheduler(s) { Promise<Int>.fulfilled(2).timeout(.seconds(60)) }
+            let limited = try await onScheduler(s) { Promise<Int>.fulfilled(2).timeout(hangBound) }
             #expect(try await limited.value == 2)
             #expect(try await onScheduler(s) { s.timers.count } == 0)
         }
@@ -304,14 +305,10 @@ struct PromiseTimeoutTests {
         // Given a timeout armed on Coroutine.run's temporary scheduler, returned out of it
         let p = Promise<Int>()
         let limited = try await Coroutine.run { p.timeout(.milliseconds(20)) }
-        // When we wait well past the deadline (a 10 s guard on a pool scheduler, so a hang fails
-        // instead; generous because CI runs this under ThreadSanitizer next to busy suites)
-        let outcome = try await Promise.race([
-            limited.then { "value \($0)" }.recover { "rejected: \($0)" },
-            Coroutine.async { try Coroutine.delay(.seconds(10)); return "still pending after 10 s" },
-        ]).value
+        // When we wait for it to settle (`outcome(of:)` reports a hang instead of hanging)
+        let settled = try await outcome(of: limited)
         // Then it has timed out
-        #expect(outcome == "rejected: \(PromiseError.timedOut)")
+        #expect(settled == "rejected: \(PromiseError.timedOut)")
     }
 
     @Test("100,000 abandoned timeouts leave no timer armed, with or without their original")
@@ -349,13 +346,10 @@ struct PromiseTimeoutTests {
             // Given a timeout whose original and whose own promise are both dropped, with only
             // the promise of a `then` on it kept
             let chained = try await onScheduler(s) { Promise<Int>().timeout(.milliseconds(20)).then { $0 + 1 } }
-            // When we wait well past the deadline (a 10 s guard, so that a hang fails instead)
-            let outcome = try await Promise.race([
-                chained.then { "value \($0)" }.recover { "rejected: \($0)" },
-                Coroutine.async { try Coroutine.delay(.seconds(10)); return "still pending after 10 s" },
-            ]).value
+            // When we wait for it to settle (`outcome(of:)` reports a hang instead of hanging)
+            let settled = try await outcome(of: chained)
             // Then the timeout fired through the chain, and its timer is gone
-            #expect(outcome == "rejected: \(PromiseError.timedOut)")
+            #expect(settled == "rejected: \(PromiseError.timedOut)")
             #expect(try await onScheduler(s) { s.timers.count } == 0)
         }
     }
@@ -368,14 +362,11 @@ struct PromiseTimeoutTests {
         s.stop()
         #expect(await CoroutineTestKit.eventually { s.isStopped })
         // When a timeout's timer is armed onto it from another thread
-        let limited = Promise<Int>().timeout(.seconds(60), on: s)
-        // Then the timeout's promise is rejected with schedulerStopped at once, not after 60 s
-        // (a 10 s guard on a pool scheduler, so that a dropped timer fails instead of hanging)
-        let outcome = try await Promise.race([
-            limited.then { "value \($0)" }.recover { "rejected: \($0)" },
-            Coroutine.async { try Coroutine.delay(.seconds(10)); return "still pending after 10 s" },
-        ]).value
-        #expect(outcome == "rejected: \(CoroutineError.schedulerStopped)")
+        let limited = Promise<Int>().timeout(.seconds(3600), on: s)
+        // Then the timeout's promise is rejected with schedulerStopped, not left pending (a
+        // dropped timer shows as a hang) nor timed out (its timer armed anyway)
+        let settled = try await outcome(of: limited)
+        #expect(settled == "rejected: \(CoroutineError.schedulerStopped)")
     }
 
     /// A regression test: it failed before its fix.

@@ -4,6 +4,7 @@ import Foundation
 import Synchronization
 import Testing
 @testable import Coroutines
+import CoroutinesTestSupport
 
 private typealias Kit = CoroutineTestKit
 private typealias Tally = CoroutineTestKit.Tally
@@ -209,12 +210,12 @@ struct PromiseStressTests {
             }
             #expect(bad.isEmpty, "\(bad.prefix(10))")
             #expect(escaped.all.isEmpty, "bodies running uncancelled after their promise's cancel() returned: \(escaped.all.prefix(10))")
-            #expect(await Kit.eventually(timeout: .seconds(10)) { observed.total >= n })
+            #expect(await Kit.eventually { observed.total >= n })
             _ = try await Kit.onSchedulerLoop(s) {}   // observers queued late would have run by now
             #expect(observed.all.allSatisfy { $0 == 1 }, "observers not run exactly once: \(observed.all.enumerated().filter { $0.element != 1 }.prefix(10))")
-            #expect(await Kit.eventually(timeout: .seconds(10)) { released.value == n }, "\(released.value) of \(n) bodies released")
-            #expect(await Kit.eventually(timeout: .seconds(10)) { weak.alive == 0 }, "\(weak.alive) coroutines alive")
-            #expect(await Kit.eventually(timeout: .seconds(10)) { s.liveCount == 0 }, "liveCount \(s.liveCount)")
+            #expect(await Kit.eventually { released.value == n }, "\(released.value) of \(n) bodies released")
+            #expect(await Kit.eventually { weak.alive == 0 }, "\(weak.alive) coroutines alive")
+            #expect(await Kit.eventually { s.liveCount == 0 }, "liveCount \(s.liveCount)")
         }
     }
 
@@ -292,7 +293,7 @@ struct PromiseStressTests {
             }
             let results = try await launcher.value
             #expect(results.count == rounds)
-            #expect(await Kit.eventually(timeout: .seconds(20)) { released.value == rounds }, "\(released.value) of \(rounds) bodies released")
+            #expect(await Kit.eventually { released.value == rounds }, "\(released.value) of \(rounds) bodies released")
             let ran = ranBody.all
             let kinds = ["body dropped": ran.filter { $0 == 0 }.count, "body ran": ran.filter { $0 == 1 }.count]
             #expect(results.allSatisfy { $0 == "cancelled" }, "\(results.enumerated().filter { $0.element != "cancelled" }.prefix(10))")
@@ -300,13 +301,13 @@ struct PromiseStressTests {
             #expect(stuck.all.isEmpty, "bodies never saw their round's cancel() return: \(stuck.all.prefix(10))")
             #expect(escaped.all.isEmpty, "bodies still active after their promise's cancel() returned: \(escaped.all.prefix(10))")
             #expect(yieldReturned.all.isEmpty, "a cancelled body's yield returned: \(yieldReturned.all.prefix(10))")
-            #expect(await Kit.eventually(timeout: .seconds(20)) { observed.all.allSatisfy { $0 >= 1 } })
+            #expect(await Kit.eventually { observed.all.allSatisfy { $0 >= 1 } })
             _ = try await Kit.onSchedulerLoop(s) {}
             #expect(observed.all.allSatisfy { $0 == 1 }, "observers not run exactly once")
-            #expect(await Kit.eventually(timeout: .seconds(20)) { cancelHandlers.all.allSatisfy { $0 >= 1 } })
+            #expect(await Kit.eventually { cancelHandlers.all.allSatisfy { $0 >= 1 } })
             #expect(cancelHandlers.all.allSatisfy { $0 == 1 }, "onCancel handlers not run exactly once")
-            #expect(await Kit.eventually(timeout: .seconds(20)) { weak.alive == 0 }, "\(weak.alive) coroutines alive")
-            #expect(await Kit.eventually(timeout: .seconds(20)) { s.liveCount == 0 }, "liveCount \(s.liveCount)")
+            #expect(await Kit.eventually { weak.alive == 0 }, "\(weak.alive) coroutines alive")
+            #expect(await Kit.eventually { s.liveCount == 0 }, "liveCount \(s.liveCount)")
             print("Promise.cancel lock-step outcomes: \(kinds)")
         }
     }

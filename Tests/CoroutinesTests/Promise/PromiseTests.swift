@@ -4,6 +4,7 @@ import Dispatch
 import Foundation
 import Synchronization
 import Testing
+import CoroutinesTestSupport
 
 private typealias Kit = CoroutineTestKit
 
@@ -526,7 +527,7 @@ struct PromiseCancellationTests {
             let p = Coroutine.async(on: s) { () throws -> Int in
                 started.fulfill(())
                 do {
-                    try Coroutine.delay(.seconds(60))
+                    try Coroutine.delay(hangBound)
                     bodyEnded.fulfill("delay returned")
                 } catch {
                     bodyEnded.fulfill("delay threw \(type(of: error)), isActive \(Coroutine.isActive)")
@@ -586,7 +587,7 @@ struct PromiseAsyncErrorReportingTests {
             // and afterwards, on the same scheduler, a launch body throws (that one is reported;
             // reports run in order on the scheduler, so the first would come before it)
             Coroutine.launch(on: s, name: "control") { throw PromiseTestError.control }
-            try await controlReported.timeout(.seconds(60)).value
+            try await controlReported.timeout(hangBound).value
 
             // Then only the launch's error was reported
             #expect(reports.values == ["control: control"])

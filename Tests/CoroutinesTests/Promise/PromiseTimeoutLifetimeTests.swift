@@ -10,19 +10,10 @@ import Testing
 // cancel() or a direct settlement, at the same moment from other threads.
 
 extension PromiseTimeoutTests {
-    /// The outcome of `body`'s promise, or "still pending after 10 s" (a hang bound, not a clock:
-    /// the promises here settle within 50 ms).
-    private static func outcome<T: Sendable>(of p: Promise<T>) async throws -> String {
-        try await Promise.race([
-            p.then { "value \($0)" }.recover { "rejected: \($0)" },
-            Coroutine.async { try Coroutine.delay(.seconds(10)); return "still pending after 10 s" },
-        ]).value
-    }
-
     @Test("a coroutine awaiting a timeout that nothing else holds is rejected with timedOut")
     func coroutineAwaitingUnheldTimeout() async throws {
         // Given a coroutine that awaits a timeout of a dropped promise, holding nothing else
-        let outcome = try await CoroutineTestKit.run(limit: .seconds(10)) { () -> String in
+        let outcome = try await CoroutineTestKit.run { () -> String in
             do { return "value \(try Promise<Int>().timeout(.milliseconds(20)).await())" } catch { return "\(error)" }
         }
         // Then its timer still fires
@@ -36,8 +27,8 @@ extension PromiseTimeoutTests {
                 do { return "value \(try await Promise<Int>().timeout(.milliseconds(20)).value)" } catch { return "\(error)" }
             }
             group.addTask {   // hang bound
-                try? await Task.sleep(for: .seconds(10))
-                return "still pending after 10 s"
+                try? await Task.sleep(for: hangBound)
+                return "still pending after \(hangBound)"
             }
             let first = await group.next()!
             group.cancelAll()
@@ -84,7 +75,7 @@ extension PromiseTimeoutTests {
             #expect(try await onScheduler(s) { s.timers.count } == 1)
             // And once its original settles it, the pin is dropped: it is freed and no timer is left
             second.fulfill(1)
-            #expect(await CoroutineTestKit.eventually(timeout: .seconds(20)) { watched.isFreed }, "the settled timeout is still alive")
+            #expect(await CoroutineTestKit.eventually { watched.isFreed }, "the settled timeout is still alive")
             try await flush(s)
             #expect(try await onScheduler(s) { s.timers.count } == 0)
         }
@@ -106,7 +97,7 @@ extension PromiseTimeoutTests {
         ]
         // Then each settles through its timeout
         var outcomes: [String] = []
-        for p in chained { outcomes.append(try await Self.outcome(of: p)) }
+        for p in chained { outcomes.append(try await outcome(of: p)) }
         let t = "\(PromiseError.timedOut)"
         #expect(outcomes == ["then: \(t)", "recover 7", "always: \(t)", "race: \(t)", "all: \(t)", "nested: \(t)"].map { "value \($0)" })
         #expect(log.values.count == 1)
@@ -192,8 +183,8 @@ extension PromiseTimeoutTests {
         let fromThread = try await CoroutineTestKit.onPlainThread { Promise<Int>().timeout(.milliseconds(20)) }
         let fromObserver = Promise<Int>.fulfilled(1).then { _ in Promise<Int>().timeout(.milliseconds(20)) }
         // Then both are rejected with timedOut
-        #expect(try await Self.outcome(of: fromThread) == "rejected: \(PromiseError.timedOut)")
-        #expect(try await Self.outcome(of: fromObserver) == "rejected: \(PromiseError.timedOut)")
+        #expect(try await outcome(of: fromThread) == "rejected: \(PromiseError.timedOut)")
+        #expect(try await outcome(of: fromObserver) == "rejected: \(PromiseError.timedOut)")
     }
 
     @Test("a timeout freed after its scheduler stopped releases the timer handed over to the default pool")

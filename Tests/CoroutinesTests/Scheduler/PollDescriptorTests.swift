@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import Testing
 @testable import Coroutines
+import CoroutinesTestSupport
 
 #if canImport(Glibc)
 import Glibc
@@ -56,7 +57,7 @@ struct PollDescriptorTests {
             // Nothing else runs on this scheduler: its loop blocks in the poller during the
             // delay, and the poller reports the edge while no coroutine waits.
             try Coroutine.delay(.milliseconds(5))
-            let suspended = try Coroutine.withTimeout(.seconds(5)) { try waitReadable(descriptor) }
+            let suspended = try Coroutine.withTimeout(hangBound) { try waitReadable(descriptor) }
             #expect(!suspended, "the remembered edge should end the wait at once")
             #expect(readByte(pipe.read) == 1)
             // The edge was consumed and no new one came: the next wait suspends until one does.
@@ -64,7 +65,7 @@ struct PollDescriptorTests {
                 try Coroutine.withTimeout(.milliseconds(20)) { _ = try waitReadable(descriptor) }
             }
             writeByte(pipe.write)
-            #expect(try Coroutine.withTimeout(.seconds(5)) { try waitReadable(descriptor) })
+            #expect(try Coroutine.withTimeout(hangBound) { try waitReadable(descriptor) })
             #expect(readByte(pipe.read) == 1)
         }
     }
@@ -78,7 +79,7 @@ struct PollDescriptorTests {
             let old = PollDescriptor(fd: a.read)
             writeByte(a.write)
             // Registers pipe a here; the registration reports the byte already there.
-            _ = try Coroutine.withTimeout(.seconds(5)) { try waitReadable(old) }
+            _ = try Coroutine.withTimeout(hangBound) { try waitReadable(old) }
             writeByte(a.write)
             try Coroutine.delay(.milliseconds(5))   // the poller reports the edge: `old` is ready
             let parked = Coroutine.launch(on: scheduler) {
@@ -102,7 +103,7 @@ struct PollDescriptorTests {
             #expect(parked.error == nil)
             // … and `new` did not inherit `old`'s readiness: it waits for pipe b's own edge.
             writeByte(b.write)
-            #expect(try Coroutine.withTimeout(.seconds(5)) { try waitReadable(new) })
+            #expect(try Coroutine.withTimeout(hangBound) { try waitReadable(new) })
             #expect(readByte(a.read) == 1)
         }
     }
@@ -133,7 +134,7 @@ struct PollDescriptorTests {
             try waiter.join()
             #expect(waiter.error is CancellationError)
             // No further edge will come: only the remembered one can end this wait.
-            let suspended = try Coroutine.withTimeout(.seconds(5)) { try waitReadable(descriptor) }
+            let suspended = try Coroutine.withTimeout(hangBound) { try waitReadable(descriptor) }
             #expect(!suspended, "the edge that lost the claim should have been remembered")
             #expect(readByte(pipe.read) == 1)
         }
@@ -154,7 +155,7 @@ struct PollDescriptorTests {
             try cancelled.join()
             #expect(cancelled.error is CancellationError)
             writeByte(pipe.write)
-            _ = try Coroutine.withTimeout(.seconds(5)) { try waitReadable(descriptor) }
+            _ = try Coroutine.withTimeout(hangBound) { try waitReadable(descriptor) }
             #expect(readByte(pipe.read) == 1)
             // Timeouts racing with edges written from another thread: an edge that loses the
             // race to the timeout stays remembered, so every byte is eventually waited for.
@@ -193,7 +194,7 @@ struct PollDescriptorTests {
     func twoReadersOneDescriptor() async throws {
         let (r, w) = try Kit.makePipe()
         defer { close(r); close(w) }
-        let woken = try await Kit.run(limit: .seconds(10)) {
+        let woken = try await Kit.run {
             // Given two coroutines suspended in waitUntilReadable on one pipe
             let count = Kit.Counter()
             let a = Coroutine.launch(name: "reader-A") { try Coroutine.waitUntilReadable(r); _ = count.increment() }
@@ -204,7 +205,7 @@ struct PollDescriptorTests {
             var byte: UInt8 = 1
             _ = write(w, &byte, 1)
             // Then both return
-            try Coroutine.withTimeout(.seconds(5)) {
+            try Coroutine.withTimeout(hangBound) {
                 try a.join()
                 try b.join()
             }

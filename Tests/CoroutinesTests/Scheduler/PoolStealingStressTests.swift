@@ -3,6 +3,7 @@ import Foundation
 import Synchronization
 import Testing
 @testable import Coroutines
+import CoroutinesTestSupport
 
 private typealias Kit = CoroutineTestKit
 
@@ -105,7 +106,7 @@ struct PoolStealingStressTests {
                         try Coroutine.yield()
                     }
                 }
-                try Coroutine.delay(.seconds(60))
+                try Coroutine.delay(hangBound)
             }
             Coroutine.launch(on: pool) { parent.cancel() }
             try await parent.join()
@@ -197,7 +198,7 @@ extension PoolStealingStressTests {
         }
         let wrong = (0..<total).filter { runs[$0] != 1 }
         #expect(wrong.isEmpty, "launches that ran other than once: \(wrong.prefix(5).map { ($0, runs[$0]) })")
-        #expect(await Kit.eventually(timeout: .seconds(30)) { released.value == total })
+        #expect(await Kit.eventually { released.value == total })
     }
 
     @Test("cancelling parents of tiny fan-outs (1…40 children) while peers take them from the stacks: every child ends once, a body that started ran to its end or its cancellation point, promises of never-run children reject with CancellationError, each body is released once")
@@ -227,7 +228,7 @@ extension PoolStealingStressTests {
                 Coroutine.launch { me.cancel() }
                 ps += (k / 2..<k).map(child)
                 promises.value = ps
-                try Coroutine.delay(.seconds(60))
+                try Coroutine.delay(hangBound)
             }
             try await parent.join()
             #expect(parent.error is CancellationError)
@@ -244,7 +245,7 @@ extension PoolStealingStressTests {
             #expect(ended.value == started.value)
             #expect(rejected >= children.count - started.value)
         }
-        #expect(await Kit.eventually(timeout: .seconds(30)) { released.value == launchedChildren })
+        #expect(await Kit.eventually { released.value == launchedChildren })
     }
 }
 

@@ -3,6 +3,7 @@ import Foundation
 import Synchronization
 import Testing
 @testable import Coroutines
+import CoroutinesTestSupport
 
 private typealias Kit = CoroutineTestKit
 
@@ -131,7 +132,7 @@ struct PoolStealingTests {
         #expect(!pool.hasLaunchesToTake(besides: thief))
         // Nothing left to take: the thief stops looking and parks (a hang here is a thief
         // spinning on the stale count of the blocked scheduler's stack).
-        #expect(await Kit.eventually(timeout: .seconds(10)) { thief.lifecycle.load().isParked })
+        #expect(await Kit.eventually { thief.lifecycle.load().isParked })
     }
 
     @Test("cancelling a parent cancels its pool children that started on another scheduler")
@@ -148,13 +149,13 @@ struct PoolStealingTests {
                 Coroutine.launch {
                     if CoroutineScheduler.current !== home { startedElsewhere.increment() }
                     if suspended.increment() == 200 { allSuspended.fulfill(()) }
-                    try Coroutine.delay(.seconds(60))
+                    try Coroutine.delay(hangBound)
                 }
             }
             // Keeps this scheduler busy until every child has started, so that the peer
             // takes some.
             while suspended.value < 200 { ccoro_cpu_relax() }
-            try Coroutine.delay(.seconds(60))
+            try Coroutine.delay(hangBound)
         }
         try await allSuspended.value
         #expect(startedElsewhere.value > 0)
@@ -322,8 +323,8 @@ struct PoolStealingTests {
         try await parent?.join()
         parent = nil
         #expect(await Kit.eventually { pool.schedulers.allSatisfy(\.isStopped) })
-        #expect(await Kit.eventually(timeout: .seconds(10)) { released.value == 3 * perKind })
-        #expect(await Kit.eventually(timeout: .seconds(10)) { weak.alive == 0 }, "coroutines still alive: \(weak.alive) of \(weak.count)")
+        #expect(await Kit.eventually { released.value == 3 * perKind })
+        #expect(await Kit.eventually { weak.alive == 0 }, "coroutines still alive: \(weak.alive) of \(weak.count)")
         let late = try await Kit.onPlainThread { Coroutine.launch(on: pool) { ran.increment() } }
         try await late.join()
         #expect(late.error as? CoroutineError == .schedulerStopped)
@@ -391,7 +392,7 @@ struct PoolStealingTests {
         let suspended = Promise<Void>()
         let c = Coroutine.launch(on: pool, name: "stolen-one") {
             suspended.fulfill(())
-            try Coroutine.delay(.seconds(60))
+            try Coroutine.delay(hangBound)
         }
         try await suspended.value
         #expect(c.scheduler === pool.schedulers[1])
@@ -417,7 +418,7 @@ struct PoolStealingTests {
             // A named launch (created now) and two lazy ones: the stack holds all three.
             let c = Coroutine.launch(name: "stacked-child") {
                 ranOn.fulfill(CoroutineScheduler.current!)
-                try Coroutine.delay(.seconds(60))
+                try Coroutine.delay(hangBound)
             }
             lazy.value = (0..<2).map { i in Coroutine.async { i } }
             launched.fulfill(c)
@@ -476,9 +477,9 @@ struct PoolStealingTests {
         defer { pool.stop() }
         let childSuspended = Promise<Coroutine>()
         Coroutine.launch(on: s) {
-            let child = Coroutine.launch(on: pool) { try Coroutine.delay(.seconds(60)) }
+            let child = Coroutine.launch(on: pool) { try Coroutine.delay(hangBound) }
             childSuspended.fulfill(child)
-            try Coroutine.delay(.seconds(60))
+            try Coroutine.delay(hangBound)
         }
         let child = try await childSuspended.value
         s.stop()

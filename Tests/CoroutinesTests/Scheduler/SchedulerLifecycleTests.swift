@@ -1,5 +1,6 @@
 import Testing
 @testable import Coroutines
+import CoroutinesTestSupport
 
 private typealias Kit = CoroutineTestKit
 private typealias L = SchedulerLifecycle
@@ -221,7 +222,7 @@ struct SchedulerLifecycleTests {
     @Test("a stopped dedicated scheduler ends closed, with its stop requested and handled, no longer driven")
     func stoppedSchedulerEndsClosed() async throws {
         let s = CoroutineScheduler(name: "lifecycle-stop")
-        let sleeper = Coroutine.launch(on: s) { try Coroutine.delay(.seconds(30)) }
+        let sleeper = Coroutine.launch(on: s) { try Coroutine.delay(hangBound) }
         _ = try await Coroutine.async(on: s) {}.value   // the loop runs
         let before = s.lifecycle.load()
         #expect(before.isDriven && !before.isStopRequested && !before.isClosed)

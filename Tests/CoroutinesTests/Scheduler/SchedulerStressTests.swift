@@ -4,6 +4,7 @@ import Foundation
 import Synchronization
 import Testing
 @testable import Coroutines
+import CoroutinesTestSupport
 
 private typealias Kit = CoroutineTestKit
 private typealias Tally = CoroutineTestKit.Tally
@@ -147,7 +148,7 @@ struct SchedulerStressTests {
             s.stop()
             stopCalled.store(true, ordering: .sequentiallyConsistent)
         }
-        #expect(await Kit.eventually(timeout: .seconds(10)) { s.isStopped })
+        #expect(await Kit.eventually { s.isStopped })
         let all = promises.value
         #expect(all.count == n)
         var outcomes: [String: Int] = [:]
@@ -156,10 +157,10 @@ struct SchedulerStressTests {
             outcomes[d == "value \(i)" ? "value" : d, default: 0] += 1
         }
         #expect(Set(outcomes.keys).isSubset(of: ["value", "cancelled", "stopped"]), "\(outcomes)")
-        #expect(await Kit.eventually(timeout: .seconds(10)) { observed.total >= n })
+        #expect(await Kit.eventually { observed.total >= n })
         #expect(observed.all.allSatisfy { $0 == 1 }, "observers not run exactly once")
         #expect(released.value == n, "\(released.value) of \(n) bodies released")
-        #expect(await Kit.eventually(timeout: .seconds(10)) { weak.alive == 0 }, "\(weak.alive) coroutines alive")
+        #expect(await Kit.eventually { weak.alive == 0 }, "\(weak.alive) coroutines alive")
         #expect(s.liveCount == 0)
         #expect(s.pendingLaunchCount.load(ordering: .relaxed) == 0)
     }
@@ -245,7 +246,7 @@ struct SchedulerStressTests {
                 // Idle gaps with nobody posting: the loop stops spinning before it parks.
                 for _ in 0..<5 { try Coroutine.delay(.milliseconds(1)) }
                 idled.increment()
-                do { try Coroutine.delay(.seconds(60)) } catch {}   // until stop cancels it
+                do { try Coroutine.delay(hangBound) } catch {}   // until stop cancels it
                 // End once launches are under way: the loop's next look at its live count
                 // then races with their register-then-finish.
                 while launching.value < 2 {}
@@ -265,7 +266,7 @@ struct SchedulerStressTests {
                 group.addTask {
                     defer { done.value = true }
                     while launching.value < 2 { await Task.yield() }
-                    if !(await Kit.eventually(timeout: .seconds(5)) { s.isStopped }) { throw StuckLoop() }
+                    if !(await Kit.eventually { s.isStopped }) { throw StuckLoop() }
                 }
                 do { try await group.waitForAll() } catch is StuckLoop { stuck.append(s.name) }
             }
@@ -290,7 +291,7 @@ struct SchedulerStressTests {
                     let ch = Channel<Int>()
                     _ = try ch.receive()   // forever, until cancelled
                 }
-                c.cancel(after: .seconds(60))
+                c.cancel(after: hangBound)
                 victims.append(c)
             }
             let list = victims

@@ -3,6 +3,7 @@ import Foundation
 import Synchronization
 import Testing
 @testable import Coroutines
+import CoroutinesTestSupport
 
 #if canImport(Glibc)
 import Glibc
@@ -27,7 +28,7 @@ struct SchedulerTests {
         let sleepers = (1...2).map { i in
             Coroutine.launch(on: s) {
                 defer { log.append("defer \(i)") }
-                do { try Coroutine.delay(.seconds(30)) } catch {
+                do { try Coroutine.delay(hangBound) } catch {
                     log.append("\(i) \(type(of: error))")
                     throw error
                 }
@@ -85,7 +86,7 @@ struct SchedulerTests {
     @Test("stop() is idempotent")
     func stopTwice() async throws {
         let s = CoroutineScheduler(name: "stop-twice")
-        let c = Coroutine.launch(on: s) { try Coroutine.delay(.seconds(30)) }
+        let c = Coroutine.launch(on: s) { try Coroutine.delay(hangBound) }
         s.stop()
         s.stop()
         try await c.join()
@@ -299,7 +300,7 @@ struct SchedulerTests {
     func dumpAllNamesDelay() async throws {
         try await Kit.withScheduler("dump-scheduler") { s in
             let name = "sleepy-\(UInt32.random(in: 0...UInt32.max))"
-            let c = Coroutine.launch(on: s, name: name) { try Coroutine.delay(.seconds(30)) }
+            let c = Coroutine.launch(on: s, name: name) { try Coroutine.delay(hangBound) }
             // Launched after c on the same scheduler: runs once c has suspended.
             let dump = try await Coroutine.async(on: s) { Coroutine.dumpAll() }.value
             c.cancel()

@@ -82,7 +82,7 @@ struct StallMonitorTests {
             for i in 1...2 {
                 stall.value = i
                 // The stall: the thread blocks until the report about it has arrived…
-                if reported.wait(timeout: .now() + .seconds(30)) == .timedOut { timedOut.value = true }
+                if reported.wait(timeout: .now() + hangBoundInterval) == .timedOut { timedOut.value = true }
                 // …and then lasts on for three more of the monitor's samples.
                 let later = StallMonitor.shared.sampleCount.load(ordering: .acquiring) + 3
                 while StallMonitor.shared.sampleCount.load(ordering: .acquiring) < later { usleep(1_000) }
@@ -128,14 +128,14 @@ struct StallMonitorTests {
         let unnamed = Coroutine.launch(on: s) {
             unnamedDescription.value = Coroutine.current!.description
             phase.value = 1
-            if reported[0].wait(timeout: .now() + .seconds(30)) == .timedOut { timedOut.increment() }
+            if reported[0].wait(timeout: .now() + hangBoundInterval) == .timedOut { timedOut.increment() }
         }
         try await unnamed.join()
         // And then a job on the loop that does the same
         let jobDone = Promise<Void>()
         s.execute {
             phase.value = 2
-            if reported[1].wait(timeout: .now() + .seconds(30)) == .timedOut { timedOut.increment() }
+            if reported[1].wait(timeout: .now() + hangBoundInterval) == .timedOut { timedOut.increment() }
             phase.value = 3
             jobDone.fulfill(())
         }
@@ -160,10 +160,10 @@ struct StallMonitorTests {
         defer { capture.restore() }
         let release = DispatchSemaphore(value: 0)
         // Given a coroutine that blocks its scheduler until released
-        let busy = Coroutine.launch(on: s, name: "busy") { _ = release.wait(timeout: .now() + .seconds(60)) }
+        let busy = Coroutine.launch(on: s, name: "busy") { _ = release.wait(timeout: .now() + hangBoundInterval) }
         defer { release.signal() }
         // When the monitor has reported it (so it has run for at least the threshold)
-        _ = try await report.timeout(.seconds(30)).value
+        _ = try await report.timeout(hangBound).value
         let dump = Coroutine.dumpAll()
         // Then its dumpAll() line says for how long, at least the threshold
         let line = try #require(dump.split(separator: "\n").first { $0.hasPrefix("'busy' on stall-dump: ") }, "\(dump)")
@@ -402,7 +402,7 @@ struct StallMonitorExitTests {
                 reported.signal()
             }
             let blocked = Coroutine.launch(on: s, name: "after-idle") {
-                _ = reported.wait(timeout: .now() + .seconds(30))
+                _ = reported.wait(timeout: .now() + hangBoundInterval)
             }
             try await blocked.join()
             #expect(monitor.reportCount.load(ordering: .acquiring) == 1)

@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import Testing
 @testable import Coroutines
+import CoroutinesTestSupport
 
 private typealias Kit = CoroutineTestKit
 
@@ -117,7 +118,7 @@ struct WakeUpQueueStressTests {
     @Test("wake-ups and jobs from three threads reach a scheduler whose own coroutines keep its run queue busy")
     func wakeUpsWhileBusy() async throws {
         try await Kit.withScheduler("wakeup-busy") { s in
-            let watchdog = Kit.startWatchdog(limit: .seconds(60), "wakeup-busy", waking: Kit.Box<CoroutineScheduler?>(s))
+            let watchdog = Kit.startWatchdog(limit: hangBound, "wakeup-busy", waking: Kit.Box<CoroutineScheduler?>(s))
             defer { watchdog.cancel() }
             let producers = 3, perProducer = 300
             let n = producers * perProducer

@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import Testing
 @testable import Coroutines
+import CoroutinesTestSupport
 
 private typealias Kit = CoroutineTestKit
 
@@ -106,7 +107,7 @@ struct WakeUpQueueTests {
     @Test("a parked scheduler is woken by a wake-up from another thread, and by each of many in a row")
     func parkedSchedulerWakes() async throws {
         try await Kit.withScheduler("wakeup-parked") { s in
-            let watchdog = Kit.startWatchdog(limit: .seconds(60), "wakeup-parked", waking: Kit.Box<CoroutineScheduler?>(s))
+            let watchdog = Kit.startWatchdog(limit: hangBound, "wakeup-parked", waking: Kit.Box<CoroutineScheduler?>(s))
             defer { watchdog.cancel() }
             for round in 0..<5 {
                 let p = Promise<Int>()
@@ -180,7 +181,7 @@ enum WakeUpTestKit {
     static func wakeFromProducers(name: String, producers: Int, perProducer: Int) async throws {
         let n = producers * perProducer
         try await Kit.withScheduler(name) { s in
-            let watchdog = Kit.startWatchdog(limit: .seconds(60), name, waking: Kit.Box<CoroutineScheduler?>(s))
+            let watchdog = Kit.startWatchdog(limit: hangBound, name, waking: Kit.Box<CoroutineScheduler?>(s))
             defer { watchdog.cancel() }
             let promises = (0..<n).map { _ in Promise<Void>() }
             // Written by the producer before the wake-up, plainly; read by the woken coroutine.
@@ -228,7 +229,7 @@ enum WakeUpTestKit {
     static func jobsFromProducers(name: String, producers: Int, perProducer: Int) async throws {
         let n = producers * perProducer
         try await Kit.withScheduler(name) { s in
-            let watchdog = Kit.startWatchdog(limit: .seconds(60), name, waking: Kit.Box<CoroutineScheduler?>(s))
+            let watchdog = Kit.startWatchdog(limit: hangBound, name, waking: Kit.Box<CoroutineScheduler?>(s))
             defer { watchdog.cancel() }
             let order = Kit.Log<Int>()
             let payload = PlainSlots(n)
@@ -269,7 +270,7 @@ enum WakeUpTestKit {
     static func postsRaceStop(name: String, rounds: Int, perThread: Int) async throws {
         for round in 0..<rounds {
             let s = CoroutineScheduler(name: "\(name)-\(round)")
-            let watchdog = Kit.startWatchdog(limit: .seconds(60), "\(name) round \(round)", waking: Kit.Box<CoroutineScheduler?>(s))
+            let watchdog = Kit.startWatchdog(limit: hangBound, "\(name) round \(round)", waking: Kit.Box<CoroutineScheduler?>(s))
             defer { watchdog.cancel() }
             let jobRuns = Kit.Tally(2 * perThread)
             let jobsDone = (0..<2 * perThread).map { _ in Promise<Void>() }

@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import Testing
 @testable import Coroutines
+import CoroutinesTestSupport
 
 private typealias Kit = CoroutineTestKit
 private typealias CK = ChannelTestKit
@@ -154,7 +155,7 @@ struct SelectStressTests {
                             sel.receive(from: ch) { v in (v ?? -1) + mine.id }
                         }
                         let t = captured[7]
-                        sel.timeout(after: .seconds(30)) { t.id }
+                        sel.timeout(after: hangBound) { t.id }
                         let o = captured[8]
                         if round % 5 == 0 { sel.otherwise { o.id } }
                     }

@@ -54,7 +54,7 @@ struct SelectTests {
             try Coroutine.yield()
             let r: String = try select { s in
                 s.send(41, to: a) { "sent" }
-                s.timeout(after: .seconds(10)) { "timeout" }
+                s.timeout(after: hangBound) { "timeout" }
             }
             return (r, try receiver.await())
         }
@@ -529,7 +529,7 @@ struct SelectTests {
             }
             let r: String = try select { s in
                 s.receive(from: a) { "a \($0 ?? -1)" }
-                s.timeout(after: .seconds(30)) { "timeout" }
+                s.timeout(after: hangBound) { "timeout" }
             }
             return (r, during.value, CK.armedTimers() - before)
         }

@@ -430,7 +430,7 @@ struct StackExitTests {
                 if !(await Kit.eventually { schedulers.allSatisfy(\.isStopped) }) { exit(12) }
                 // Given back after the stop: still not in use (eventually: the give-back follows
                 // `isStopped` on the scheduler's thread).
-                if !(await Kit.eventually(timeout: .seconds(10)) { StackAllocator.shared.stacksInUse == before }) { exit(13) }
+                if !(await Kit.eventually { StackAllocator.shared.stacksInUse == before }) { exit(13) }
             }
         }
     }
@@ -462,7 +462,7 @@ struct StackExitTests {
             if !tidied { exit(13) }
             s.stop()
             if !(await Kit.eventually { s.isStopped }) { exit(14) }
-            if !(await Kit.eventually(timeout: .seconds(10)) { StackAllocator.shared.stacksInUse == before }) { exit(15) }
+            if !(await Kit.eventually { StackAllocator.shared.stacksInUse == before }) { exit(15) }
         }
     }
 }

@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import Testing
 @testable import Coroutines
+import CoroutinesTestSupport
 
 /// Helpers shared by the channel, select, sync-primitive and produce tests.
 enum ChannelTestKit {
@@ -39,7 +40,7 @@ enum ChannelTestKit {
     /// Waits (inside a coroutine) until `c` is suspended, that is, blocked in a suspending
     /// operation with its waiter registered. On the caller's own scheduler it yields, which is
     /// deterministic; for a coroutine on another scheduler it polls every millisecond.
-    static func waitUntilSuspended(_ c: Coroutine, limit: Duration = .seconds(10)) throws {
+    static func waitUntilSuspended(_ c: Coroutine, limit: Duration = hangBound) throws {
         let deadline = ContinuousClock.now + limit
         while c.status != .suspended {
             if c.isFinished { throw HelperFailure(description: "\(c) finished instead of blocking: \(String(describing: c.error))") }

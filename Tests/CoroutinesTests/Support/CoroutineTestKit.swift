@@ -3,6 +3,7 @@ import Foundation
 import Synchronization
 import Testing
 @testable import Coroutines
+import CoroutinesTestSupport
 
 /// Small helpers shared by the runtime tests (launch, cancellation, misuse, scheduler, stack).
 ///
@@ -69,9 +70,9 @@ enum CoroutineTestKit {
     /// `limit` stands for "this hangs", never for "this is slow": it is many times the normal
     /// time. The detector watches the body, not the `await`: a body that finished while the
     /// awaiting task waited for a Swift concurrency thread (the parallel suite keeps both busy
-    /// at times) is not a hang. The default is 300 s: under ThreadSanitizer, in the full parallel
-    /// suite on 2 CPUs, a body of 50 actor requesters took about 58 s, past the former 30 s.
-    static func run<T: Sendable>(limit: Duration = .seconds(300),
+    /// at times) is not a hang. The default is ``hangBound``: under ThreadSanitizer, in the full
+    /// parallel suite on 2 CPUs, a body of 50 actor requesters took about 58 s.
+    static func run<T: Sendable>(limit: Duration = hangBound,
                                  sourceLocation: SourceLocation = #_sourceLocation,
                                  _ body: @escaping @Sendable () throws -> T) async throws -> T {
         let scheduler = Box<CoroutineScheduler?>(nil)
@@ -114,7 +115,7 @@ enum CoroutineTestKit {
 
     /// Polls `condition` every millisecond until it holds or `timeout` passes. Only for states
     /// that have no signal to wait on (for example a scheduler thread having ended).
-    static func eventually(timeout: Duration = .seconds(60), _ condition: () -> Bool) async -> Bool {
+    static func eventually(timeout: Duration = hangBound, _ condition: () -> Bool) async -> Bool {
         let deadline = ContinuousClock.now + timeout
         while !condition() {
             if ContinuousClock.now >= deadline { return false }

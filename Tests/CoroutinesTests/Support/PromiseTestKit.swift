@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import Testing
 @testable import Coroutines
+import CoroutinesTestSupport
 
 // Helpers shared by the promise tests (PromiseTests.swift, PromiseCombinatorTests.swift) and the
 // Swift-concurrency bridge tests (ConcurrencyBridgeTests.swift).
@@ -54,6 +55,15 @@ func onScheduler<T: Sendable>(_ s: CoroutineScheduler, _ body: @escaping @Sendab
     try await Coroutine.async(on: s, body).value
 }
 
+/// How `p` settled, as text ("value …" or "rejected: …"), or "still pending after ``hangBound``"
+/// if it has not settled by then: a hang detector, raced on a pool scheduler and cancelled as
+/// soon as `p` settles (so it leaves no coroutine or timer behind).
+func outcome<T: Sendable>(of p: Promise<T>) async throws -> String {
+    let hang = Coroutine.async { try Coroutine.delay(hangBound); return "still pending after \(hangBound)" }
+    defer { hang.cancel() }
+    return try await Promise.race([p.then { "value \($0)" }.recover { "rejected: \($0)" }, hang]).value
+}
+
 /// Returns once everything queued on `s` before the call (coroutines and jobs) has had its turn.
 func flush(_ s: CoroutineScheduler) async throws {
     try await Coroutine.async(on: s) {}.value
@@ -67,10 +77,11 @@ func currentPlace() -> String {
 }
 
 /// Polls `condition` (for states that have no signal of their own, such as "a waiter is
-/// registered"); records an issue and throws if it does not hold within five seconds.
+/// registered"); records an issue and throws if it does not hold within ``hangBound``.
 func waitUntil(_ what: String, sourceLocation: SourceLocation = #_sourceLocation,
                _ condition: () -> Bool) async throws {
-    for _ in 0..<5_000 {
+    let deadline = ContinuousClock.now + hangBound
+    while ContinuousClock.now < deadline {
         if condition() { return }
         try await Task.sleep(for: .milliseconds(1))
     }

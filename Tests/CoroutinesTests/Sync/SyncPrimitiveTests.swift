@@ -170,7 +170,7 @@ extension ChannelExitTests {
         await ChildProcess.run(.failure, id: "unlockByNonOwner") {
             try await Coroutine.run {
                 let m = CoroutineMutex()
-                let owner = Coroutine.launch { try m.lock(); try Coroutine.delay(.seconds(5)) }
+                let owner = Coroutine.launch { try m.lock(); try Coroutine.delay(hangBound) }
                 try Coroutine.yield()
                 _ = owner
                 m.unlock()   // not the owner
