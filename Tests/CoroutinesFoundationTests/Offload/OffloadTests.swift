@@ -6,9 +6,9 @@ import CoroutinesTestSupport
 
 @Suite("Coroutine.offload and BlockingPool")
 struct OffloadTests {
-    /// A burst of 1,000 threads: skipped when CI sets `COROUTINES_HEAVY_TESTS=0` (the
-    /// ThreadSanitizer run, where each thread start is far slower); it runs in the plain
-    /// `swift test`.
+    /// A burst of 1,000 threads: skipped when heavy tests are off (``TestEnvironment``: a
+    /// sanitizer build such as CI's ThreadSanitizer run, where each thread start is far slower);
+    /// it runs in the plain `swift test`.
     ///
     /// What it asserts is order, not time: the 1,000 long offloads block on a gate that opens
     /// only after the short offload has returned and the ticker has ticked five times since. So
@@ -21,7 +21,7 @@ struct OffloadTests {
     /// instead of hanging it. (An earlier version timed the short offload against 200 ms and
     /// failed on a loaded two-core machine although nothing was wrong.)
     @Test("while 1,000 offloaded jobs are blocked, a short offload completes and a peer coroutine keeps ticking",
-          .enabled(if: ProcessInfo.processInfo.environment["COROUTINES_HEAVY_TESTS"] != "0"))
+          .enabled(if: TestEnvironment.heavyTestsEnabled))
     func shortWorkIsNotStarved() async throws {
         // A pool with the default settings of its own, so that its threads end with the test.
         let pool = BlockingPool()

@@ -16,9 +16,8 @@ struct SocketTests {
     // The load runs in a child process (ChildProcess.run): its 2,000 sockets would otherwise show
     // up in the descriptor counts of other suites running in parallel in this process, and the
     // child's own count before and after is then exact.
-    /// Exit tests (child processes) are skipped when CI sets `COROUTINES_EXIT_TESTS=0` (the
-    /// ThreadSanitizer run); they run in the plain `swift test`.
-    static let exitTestsEnabled = ProcessInfo.processInfo.environment["COROUTINES_EXIT_TESTS"] != "0"
+    /// Exit tests (child processes): ``TestEnvironment/exitTestsEnabled``.
+    static var exitTestsEnabled: Bool { TestEnvironment.exitTestsEnabled }
 
     @Test("an echo server serves 1,000 concurrent clients × 100 messages, echoing every byte and leaking no descriptor",
           .enabled(if: exitTestsEnabled))

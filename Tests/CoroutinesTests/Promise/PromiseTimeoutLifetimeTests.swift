@@ -203,8 +203,15 @@ extension PromiseTimeoutTests {
         let s = CoroutineScheduler(name: "handing-over")
         var limited: Promise<Int>? = try Coroutine.runBlocking { try Coroutine.async(on: s) { Promise<Int>().timeout(.seconds(3600)) }.await() }
         s.stop()
-        while !s.isStopped { usleep(1_000) }
-        let handedOver = RuntimeResources.blockingSettled(pool).armedTimers
+        // The stopped scheduler's thread hands its timers over after its incoming queue closed
+        // (`isStopped`), as the last step of its close: no signal marks that step, so poll the
+        // pool's count (settled each time) until the timer arrives, within the hang bound.
+        let deadline = ContinuousClock.now + hangBound
+        var handedOver = RuntimeResources.blockingSettled(pool).armedTimers
+        while handedOver != before + 1 && ContinuousClock.now < deadline {
+            usleep(1_000)
+            handedOver = RuntimeResources.blockingSettled(pool).armedTimers
+        }
         // When the timeout's promise is freed
         #expect(limited?.isPending == true)
         limited = nil

@@ -10,19 +10,12 @@ import CoroutinesTestSupport
 /// Everything lives in this namespace so that it cannot collide with helpers of other test files
 /// in the same target.
 enum CoroutineTestKit {
-    /// False when CI sets `COROUTINES_HEAVY_TESTS=0` (the ThreadSanitizer run): tests with a
-    /// million coroutines skip themselves then.
-    static var heavyTestsEnabled: Bool {
-        ProcessInfo.processInfo.environment["COROUTINES_HEAVY_TESTS"] != "0"
-    }
+    /// ``TestEnvironment/heavyTestsEnabled``: tests with a million coroutines skip themselves,
+    /// or run smaller, when it is off.
+    static var heavyTestsEnabled: Bool { TestEnvironment.heavyTestsEnabled }
 
-    /// False when CI sets `COROUTINES_EXIT_TESTS=0` (the ThreadSanitizer run): the tests that run
-    /// in a child process (``ChildProcess``) start an instrumented copy of the whole test binary
-    /// each, too slow and too hungry for mappings under TSan; they run in the plain `swift test`
-    /// and release-build steps.
-    static var exitTestsEnabled: Bool {
-        ProcessInfo.processInfo.environment["COROUTINES_EXIT_TESTS"] != "0"
-    }
+    /// ``TestEnvironment/exitTestsEnabled``: the suites that run in a child process.
+    static var exitTestsEnabled: Bool { TestEnvironment.exitTestsEnabled }
 
     /// The kernel id of the calling thread (gettid on Linux).
     static func threadID() -> UInt64 { ccoro_thread_id() }
