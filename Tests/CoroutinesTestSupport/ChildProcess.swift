@@ -127,39 +127,91 @@ public enum ChildProcess {
 
     /// Starts this binary on `filter` with `COROUTINES_CHILD_TEST=id` and `extra` in its
     /// environment, and waits for it to end from a plain thread.
+    ///
+    /// Started with `posix_spawn`, not `Foundation.Process`: on this toolchain (Swift 6.3.1)
+    /// `Process.run()` over-reads a `dirent` while it lists `/proc/self/fd`
+    /// (`findMaximumOpenFromProcSelfFD`, swift-corelibs-foundation pull request 5472), and it
+    /// crashed the whole parallel test process once (SIGSEGV in `memcpy` inside `Process.run()`).
+    /// Like `Process`, the child gets no descriptor of ours but its three standard ones: another
+    /// test's socket or pipe kept open in a child would hide its close from the peer.
     static func spawn(filter: String, id: String, environment extra: [String: String] = [:]) async throws -> Outcome {
         let directory = FileManager.default.temporaryDirectory
             .appendingPathComponent("coroutines-child-\(UUID().uuidString)", isDirectory: true)
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
-        let out = directory.appendingPathComponent("stdout"), err = directory.appendingPathComponent("stderr")
-        for file in [out, err] where !FileManager.default.createFile(atPath: file.path, contents: nil) {
-            throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: file.path])
-        }
+        let out = directory.appendingPathComponent("stdout").path, err = directory.appendingPathComponent("stderr").path
 
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executablePath())
-        process.arguments = ["--testing-library", "swift-testing", "--filter", filter]
         var environment = ProcessInfo.processInfo.environment
         environment[variable] = id
+        // A child that traps on purpose would start Swift's crash reporter, which symbolicates
+        // the whole debug test binary: measured with `perf` over a full `swift test`, the
+        // reporters took 46 % of both CPUs (one ran for 90 s of CPU), starving the parallel
+        // suite, and the trapping child waits for its reporter before it ends. The tests read
+        // the runtime's own message ("Fatal error: …"), printed before the report; set
+        // SWIFT_BACKTRACE yourself to see a child's backtrace.
+        if environment["SWIFT_BACKTRACE"] == nil { environment["SWIFT_BACKTRACE"] = "enable=no" }
         environment.merge(extra) { _, new in new }
-        process.environment = environment
-        process.standardInput = FileHandle.nullDevice
-        let outHandle = try FileHandle(forWritingTo: out), errHandle = try FileHandle(forWritingTo: err)
-        // Closed as soon as the child has ended, so that no descriptor of ours outlives it.
-        defer { try? outHandle.close(); try? errHandle.close() }
-        process.standardOutput = outHandle
-        process.standardError = errHandle
 
-        let (status, reason): (Int32, Process.TerminationReason) = try await withCheckedThrowingContinuation { k in
-            process.terminationHandler = { p in k.resume(returning: (p.terminationStatus, p.terminationReason)) }
-            do { try process.run() } catch { process.terminationHandler = nil; k.resume(throwing: error) }
+        let path = executablePath()
+        let arguments = [path, "--testing-library", "swift-testing", "--filter", filter]
+        let pid = try withCStrings(arguments) { argv in
+            try withCStrings(environment.map { "\($0.key)=\($0.value)" }) { envp in
+                var actions = posix_spawn_file_actions_t()
+                posix_spawn_file_actions_init(&actions)
+                defer { posix_spawn_file_actions_destroy(&actions) }
+                posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+                posix_spawn_file_actions_addopen(&actions, 1, out, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+                posix_spawn_file_actions_addopen(&actions, 2, err, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+                try closeOtherDescriptors(&actions)
+                var pid = pid_t()
+                let status = posix_spawn(&pid, path, &actions, nil, argv, envp)
+                guard status == 0 else { throw POSIXError(POSIXErrorCode(rawValue: status) ?? .EINVAL) }
+                return pid
+            }
         }
-        let stdout = (try? String(contentsOf: out, encoding: .utf8)) ?? ""
-        let stderr = (try? String(contentsOf: err, encoding: .utf8)) ?? ""
-        return reason == .exit
-            ? Outcome(exitStatus: status, signal: nil, standardOutput: stdout, standardError: stderr)
-            : Outcome(exitStatus: nil, signal: status, standardOutput: stdout, standardError: stderr)
+        // Waited for on a plain thread: the awaiting test holds no Swift concurrency thread.
+        let status: Int32 = await withCheckedContinuation { k in
+            Thread {
+                var status: Int32 = 0
+                while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+                k.resume(returning: status)
+            }.start()
+        }
+        let stdout = (try? String(contentsOfFile: out, encoding: .utf8)) ?? ""
+        let stderr = (try? String(contentsOfFile: err, encoding: .utf8)) ?? ""
+        // The wait status, decoded as <sys/wait.h>'s WIFEXITED, WEXITSTATUS and WTERMSIG do.
+        let signal = status & 0x7f
+        return signal == 0
+            ? Outcome(exitStatus: (status >> 8) & 0xff, signal: nil, standardOutput: stdout, standardError: stderr)
+            : Outcome(exitStatus: nil, signal: signal, standardOutput: stdout, standardError: stderr)
+    }
+
+    /// Adds "close every descriptor from 3 up" to `actions`: glibc's
+    /// `posix_spawn_file_actions_addclosefrom_np` (2.34 and later; looked up at run time, as
+    /// Swift's Glibc module does not declare it), else `FD_CLOEXEC`-independent closes of each
+    /// descriptor open now.
+    private static func closeOtherDescriptors(_ actions: inout posix_spawn_file_actions_t) throws {
+        #if os(Linux)
+        typealias CloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32
+        if let symbol = dlsym(nil, "posix_spawn_file_actions_addclosefrom_np") {
+            let closeFrom = unsafeBitCast(symbol, to: CloseFrom.self)
+            let status = closeFrom(&actions, 3)
+            guard status == 0 else { throw POSIXError(POSIXErrorCode(rawValue: status) ?? .EINVAL) }
+            return
+        }
+        #endif
+        let limit = Int32(min(Int(getdtablesize()), 65_536))
+        for fd in 3..<limit where fcntl(fd, F_GETFD) >= 0 {
+            posix_spawn_file_actions_addclose(&actions, fd)
+        }
+    }
+
+    /// Calls `body` with `strings` as a NULL-terminated array of C strings (argv, envp).
+    private static func withCStrings<R>(_ strings: [String],
+                                        _ body: (UnsafePointer<UnsafeMutablePointer<CChar>?>) throws -> R) rethrows -> R {
+        let pointers = strings.map { strdup($0) } + [nil]
+        defer { for p in pointers { free(p) } }
+        return try pointers.withUnsafeBufferPointer { try body($0.baseAddress!) }
     }
 
     /// The test binary's path.
