@@ -188,8 +188,8 @@ public enum ChildProcess {
 
     /// Adds "close every descriptor from 3 up" to `actions`: glibc's
     /// `posix_spawn_file_actions_addclosefrom_np` (2.34 and later; looked up at run time, as
-    /// Swift's Glibc module does not declare it), else `FD_CLOEXEC`-independent closes of each
-    /// descriptor open now.
+    /// Swift's Glibc module does not declare it); elsewhere, a close of each descriptor open at
+    /// this moment (one opened by another thread before the spawn can still slip through).
     private static func closeOtherDescriptors(_ actions: inout posix_spawn_file_actions_t) throws {
         #if os(Linux)
         typealias CloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32

@@ -12,4 +12,4 @@ import Dispatch
 public let hangBound: Duration = .seconds(300)
 
 /// ``hangBound`` for Dispatch's timed waits (`DispatchSemaphore.wait(timeout:)` and the like).
-public let hangBoundInterval: DispatchTimeInterval = .seconds(300)
+public let hangBoundInterval: DispatchTimeInterval = .seconds(Int(hangBound.components.seconds))

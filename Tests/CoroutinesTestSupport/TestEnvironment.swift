@@ -30,7 +30,8 @@ public enum TestEnvironment {
     /// `COROUTINES_EXIT_TESTS`). Under ThreadSanitizer each child is an instrumented copy of the
     /// whole test binary, too slow and too hungry for mappings; and a run started by hand without
     /// the variable once stopped for over 30 minutes with three crashed children unreaped and
-    /// their `swift-backtrace` processes still running (the cause was not found).
+    /// their `swift-backtrace` processes still running (most likely symbolicating the
+    /// instrumented binary; ``ChildProcess`` now turns the crash reporter off in its children).
     public static var exitTestsEnabled: Bool { flag("COROUTINES_EXIT_TESTS") }
 
     private static func flag(_ name: String) -> Bool {

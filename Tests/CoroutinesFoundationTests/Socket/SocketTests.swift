@@ -16,11 +16,9 @@ struct SocketTests {
     // The load runs in a child process (ChildProcess.run): its 2,000 sockets would otherwise show
     // up in the descriptor counts of other suites running in parallel in this process, and the
     // child's own count before and after is then exact.
-    /// Exit tests (child processes): ``TestEnvironment/exitTestsEnabled``.
-    static var exitTestsEnabled: Bool { TestEnvironment.exitTestsEnabled }
 
     @Test("an echo server serves 1,000 concurrent clients × 100 messages, echoing every byte and leaking no descriptor",
-          .enabled(if: exitTestsEnabled))
+          .enabled(if: TestEnvironment.exitTestsEnabled))
     func echoThousandClients() async throws {
         let result = await ChildProcess.run(.success, id: "echoThousandClients") {
             let problems = try await echoThousandClientsInThisProcess()
@@ -130,7 +128,7 @@ struct SocketTests {
 
     // In a child process: lowering the descriptor limit would break suites running in parallel.
     @Test("accept backs off while out of descriptors (EMFILE) instead of spinning, then accepts",
-          .enabled(if: exitTestsEnabled))
+          .enabled(if: TestEnvironment.exitTestsEnabled))
     func acceptBacksOffOnEMFILE() async throws {
         await ChildProcess.run(.success, id: "acceptBacksOffOnEMFILE") {
             try await Coroutine.run {

@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import Testing
 @testable import Coroutines
+import CoroutinesTestSupport
 
 private typealias Kit = CoroutineTestKit
 private typealias CK = ChannelTestKit
@@ -15,7 +16,7 @@ struct ChannelStressTests {
           arguments: TestCapacity.allCases)
     func producersConsumers(capacity: TestCapacity) async throws {
         let producers = 8, consumers = 8
-        let perProducer = Kit.heavyTestsEnabled ? 2_000 : 500
+        let perProducer = TestEnvironment.heavyTestsEnabled ? 2_000 : 500
         try await CK.withSchedulers(4, "pc") { schedulers in
             let perConsumer = try await Kit.run { () -> [[Int]] in
                 let ch = Channel<Int>(capacity: capacity.capacity)
@@ -80,7 +81,7 @@ struct ChannelStressTests {
 
     @Test("a daisy chain spread over 4 schedulers passes a value along")
     func daisyChainAcrossSchedulers() async throws {
-        let n = Kit.heavyTestsEnabled ? 10_000 : 2_000
+        let n = TestEnvironment.heavyTestsEnabled ? 10_000 : 2_000
         try await CK.withSchedulers(4, "chain") { schedulers in
             let result = try await Kit.run(limit: Self.daisyChainHangLimit) { () -> Int in
                 let leftmost = Channel<Int>()
@@ -103,7 +104,7 @@ struct ChannelStressTests {
     @Test("trySend never loses a value it reported sent, racing receivers that time out in select",
           arguments: [0, 4])
     func trySendNeverLoses(capacity: Int) async throws {
-        let successesPerThread = Kit.heavyTestsEnabled ? 2_000 : 500
+        let successesPerThread = TestEnvironment.heavyTestsEnabled ? 2_000 : 500
         try await CK.withSchedulers(4, "trysend") { schedulers in
             let ch = Channel<Int>(capacity: capacity)
             // Receivers on four threads, each receiving through a select with a tiny timeout
@@ -151,7 +152,7 @@ struct ChannelStressTests {
     @Test("close and cancel racing sends and receives on 4 schedulers: nothing lost, nothing duplicated, nothing hangs",
           arguments: [0, 3])
     func closeAndCancelRacingSends(capacity: Int) async throws {
-        let rounds = Kit.heavyTestsEnabled ? 20 : 6
+        let rounds = TestEnvironment.heavyTestsEnabled ? 20 : 6
         try await CK.withSchedulers(4, "close-cancel") { schedulers in
             for round in 0..<rounds {
                 let ch = Channel<Int>(capacity: capacity)
@@ -210,7 +211,7 @@ struct ChannelStressTests {
 
     @Test("select-based producers and consumers across 4 schedulers deliver every value once")
     func selectStress() async throws {
-        let perProducer = Kit.heavyTestsEnabled ? 2_000 : 500
+        let perProducer = TestEnvironment.heavyTestsEnabled ? 2_000 : 500
         try await CK.withSchedulers(4, "select-stress") { schedulers in
             let a = Channel<Int>(), b = Channel<Int>(capacity: 2)
             let consumers = (0..<4).map { i in
@@ -252,7 +253,7 @@ struct ChannelStressTests {
 
     @Test("mixed blocking receives, tryReceives and cancellations never duplicate a value")
     func mixedReceivers() async throws {
-        let total = Kit.heavyTestsEnabled ? 20_000 : 5_000
+        let total = TestEnvironment.heavyTestsEnabled ? 20_000 : 5_000
         try await CK.withSchedulers(4, "mixed") { schedulers in
             let ch = Channel<Int>(capacity: 8)
             let got = Kit.Log<Int>()

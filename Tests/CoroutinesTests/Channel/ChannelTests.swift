@@ -731,7 +731,7 @@ struct ChannelBasicTests {
 
 /// Traps (preconditions) checked in a child process (``ChildProcess``). Select and sync-primitive
 /// child-process tests extend this suite.
-@Suite("Channel traps, in a child process", .serialized, .enabled(if: CoroutineTestKit.exitTestsEnabled))
+@Suite("Channel traps, in a child process", .serialized, .enabled(if: TestEnvironment.exitTestsEnabled))
 struct ChannelExitTests {
     @Test("a negative channel capacity is a precondition failure")
     func negativeCapacity() async {

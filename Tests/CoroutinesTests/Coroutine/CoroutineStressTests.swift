@@ -389,7 +389,7 @@ struct CoroutineStressTests {
     /// launches not started yet).
     @Test("a 111,111-coroutine fan-out of Coroutine.async with dumpAll racing from another thread: right sum, pending counts sane, liveCount back to 0")
     func deepFanOutWithDumpAll() async throws {
-        let depth = Kit.heavyTestsEnabled ? 5 : 4
+        let depth = TestEnvironment.heavyTestsEnabled ? 5 : 4
         let expected = (0...depth).reduce(0) { $0 + Int(pow(10.0, Double($1))) }
         let scheduler = Kit.Box<CoroutineScheduler?>(nil)
         let stopDumping = Atomic<Bool>(false)
@@ -454,7 +454,7 @@ struct CoroutineStressTests {
         // A third of the bodies yield, and wait behind the rest: under ThreadSanitizer
         // (COROUTINES_HEAVY_TESTS=0) each of those also holds a fiber's mappings, and 20,000
         // took the process to the vm.max_map_count limit beside the other suites.
-        let n = Kit.heavyTestsEnabled ? 20_000 : 2_000
+        let n = TestEnvironment.heavyTestsEnabled ? 20_000 : 2_000
         let released = Kit.Counter()
         let weak = Kit.WeakCoroutines()
         let starts = Kit.Log<Int>()

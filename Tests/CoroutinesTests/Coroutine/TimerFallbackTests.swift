@@ -10,7 +10,7 @@ import Testing
 /// scheduler's thread closes its timer descriptor is not tested: counting /proc/self/fd flaked in
 /// CI, where other threads open descriptors lazily.) Only completion and lower bounds are
 /// checked: how precise it is, `coroutines-bench timer-precision` measures.
-@Suite("Timers without epoll_pwait2 (timerfd fallback)", .serialized, .enabled(if: CoroutineTestKit.exitTestsEnabled))
+@Suite("Timers without epoll_pwait2 (timerfd fallback)", .serialized, .enabled(if: TestEnvironment.exitTestsEnabled))
 struct TimerFallbackTests {
     @Test("delays and select timeouts below a millisecond fire, never early, with the timerfd fallback")
     func subMillisecondTimersFire() async {

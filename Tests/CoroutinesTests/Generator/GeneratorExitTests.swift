@@ -8,7 +8,7 @@ private struct BodyFailure: Error {}
 
 /// Generator traps and stack accounting, each in a child process: see the Generators and
 /// BadInputAndMisuse articles (<doc:Generators>, <doc:BadInputAndMisuse>).
-@Suite("Generators, in a child process", .serialized, .enabled(if: CoroutineTestKit.exitTestsEnabled))
+@Suite("Generators, in a child process", .serialized, .enabled(if: TestEnvironment.exitTestsEnabled))
 struct GeneratorExitTests {
     @Test("next() from inside the generator's own body traps with 'generator already running'")
     func reentrantNext() async {

@@ -34,7 +34,7 @@ private typealias Kit = CoroutineTestKit
 /// own runtime that another thread held at the fork (CI saw the child spin for 60 s once); they
 /// run in the plain and release-build test steps.
 @Suite("Forked child processes", .serialized,
-       .enabled(if: CoroutineTestKit.exitTestsEnabled, "COROUTINES_EXIT_TESTS=0 (the ThreadSanitizer run)"))
+       .enabled(if: TestEnvironment.exitTestsEnabled, "COROUTINES_EXIT_TESTS=0 (the ThreadSanitizer run)"))
 struct ForkTests {
     /// How long the parent waits for a child before it kills it and fails.
     static let childLimit: Duration = .seconds(60)

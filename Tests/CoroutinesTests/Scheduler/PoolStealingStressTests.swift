@@ -43,7 +43,7 @@ struct PoolStealingStressTests {
     func startedCoroutinesNeverMove() async throws {
         let pool = try #require(SchedulerPool(name: "never-move", count: 4))
         defer { pool.stop() }
-        let (coroutines, resumes) = Kit.heavyTestsEnabled ? (1_000, 1_000) : (10_000, 2)
+        let (coroutines, resumes) = TestEnvironment.heavyTestsEnabled ? (1_000, 1_000) : (10_000, 2)
         let r = try await Self.runYielders(on: pool, coroutines: coroutines, resumes: resumes)
         #expect(r.ran == coroutines)
         #expect(r.moved == 0)
@@ -54,7 +54,7 @@ struct PoolStealingStressTests {
     func millionPoolLaunchesRunOnce() async throws {
         let pool = try #require(SchedulerPool(name: "million", count: 2))
         defer { pool.stop() }
-        let n = Kit.heavyTestsEnabled ? 1_000_000 : 10_000
+        let n = TestEnvironment.heavyTestsEnabled ? 1_000_000 : 10_000
         let perLauncher = n / 4
         let runs = AtomicTally(n)
         defer { runs.deallocate() }
@@ -80,7 +80,7 @@ struct PoolStealingStressTests {
     @Test("a 16-scheduler pool on this machine: the stealing scenario holds (no thread change, steals happen), then the pool stops")
     func sixteenSchedulerPool() async throws {
         let pool = try #require(SchedulerPool(name: "sixteen", count: 16))
-        let (coroutines, resumes) = Kit.heavyTestsEnabled ? (2_000, 100) : (2_000, 2)
+        let (coroutines, resumes) = TestEnvironment.heavyTestsEnabled ? (2_000, 100) : (2_000, 2)
         let r = try await Self.runYielders(on: pool, coroutines: coroutines, resumes: resumes)
         #expect(r.ran == coroutines)
         #expect(r.moved == 0)
@@ -93,7 +93,7 @@ struct PoolStealingStressTests {
     func cancelWhileStealing() async throws {
         let pool = try #require(SchedulerPool(name: "cancel-steal", count: 4))
         defer { pool.stop() }
-        let rounds = Kit.heavyTestsEnabled ? 200 : 20
+        let rounds = TestEnvironment.heavyTestsEnabled ? 200 : 20
         for _ in 0..<rounds {
             let ended = Kit.Counter()
             let bodies = Kit.Counter()
@@ -122,7 +122,7 @@ extension PoolStealingStressTests {
     func blockedLauncherChildrenStartOnPeers(schedulers: Int) async throws {
         let pool = try #require(SchedulerPool(name: "blocked-fan-out", count: schedulers))
         defer { pool.stop() }
-        let resumes = Kit.heavyTestsEnabled ? 3 : 1
+        let resumes = TestEnvironment.heavyTestsEnabled ? 3 : 1
         for k in 1...40 {
             let runs = Kit.Tally(k)
             let onLauncher = Kit.Counter()
@@ -162,7 +162,7 @@ extension PoolStealingStressTests {
     func tinyFanOutsRunOnce(schedulers: Int) async throws {
         let pool = try #require(SchedulerPool(name: "tiny-fan-outs", count: schedulers))
         defer { pool.stop() }
-        let parents = Kit.heavyTestsEnabled ? 400 : 100
+        let parents = TestEnvironment.heavyTestsEnabled ? 400 : 100
         let sizes = (0..<parents).map { $0 % 40 + 1 }
         let offsets = sizes.reduce(into: [0]) { $0.append($0.last! + $1) }
         let total = offsets.last!

@@ -8,7 +8,7 @@ import Testing
 /// The counts are of the whole process, so the test runs in a child process of its own
 /// (``ChildProcess``): in the parallel suite, other tests' sockets, pipes and child processes
 /// came and went meanwhile, and once made the count grow by 76 in a release-build run.
-@Suite("Scheduler resources", .enabled(if: CoroutineTestKit.exitTestsEnabled))
+@Suite("Scheduler resources", .enabled(if: TestEnvironment.exitTestsEnabled))
 struct SchedulerResourceTests {
     private func openDescriptors() -> Int {
         (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? 0

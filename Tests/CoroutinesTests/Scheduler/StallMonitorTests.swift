@@ -301,7 +301,7 @@ struct StallMonitorTests {
 
 /// The parts that need a process of their own: the real standard error, the environment read
 /// once per process, and an idle process.
-@Suite("Stall monitor, in a child process", .enabled(if: CoroutineTestKit.exitTestsEnabled))
+@Suite("Stall monitor, in a child process", .enabled(if: TestEnvironment.exitTestsEnabled))
 struct StallMonitorExitTests {
     @Test("a coroutine spinning without end is reported on standard error, once, while it spins")
     func spinningCoroutineIsReportedOnStandardError() async throws {

@@ -340,7 +340,7 @@ struct SelectTests {
     func nonBlockingSelectRace(other: String) async throws {
         try await Kit.withScheduler("nonblock-race") { remote in
             let (wrong, n) = try await Kit.run { () -> (Int, Int) in
-                let n = CoroutineTestKit.heavyTestsEnabled ? 2_000 : 500
+                let n = TestEnvironment.heavyTestsEnabled ? 2_000 : 500
                 let done = Channel<Bool>(capacity: 1)
                 var wrong = 0
                 for _ in 0..<n {

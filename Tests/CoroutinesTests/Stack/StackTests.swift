@@ -177,7 +177,7 @@ struct StackTests {
 /// Each runs in a child process of its own (``ChildProcess``), awaited without holding a Swift
 /// concurrency thread. Serialized, so that the heavy children (a million coroutines) do not
 /// compete with each other for the two cores.
-@Suite("Coroutine stacks, in a child process", .serialized, .enabled(if: CoroutineTestKit.exitTestsEnabled))
+@Suite("Coroutine stacks, in a child process", .serialized, .enabled(if: TestEnvironment.exitTestsEnabled))
 struct StackExitTests {
     @Test("stackSize of zero or less, or above 64 MiB, is a precondition failure")
     func stackSizeOutOfRange() async {
@@ -295,7 +295,7 @@ struct StackExitTests {
             let n = 100_000
             // Under ThreadSanitizer every live coroutine also costs a shadow-stack mapping, and
             // 100,000 at once exceed vm.max_map_count: launch them in waves there.
-            let wave = CoroutineTestKit.heavyTestsEnabled ? n : 5_000
+            let wave = TestEnvironment.heavyTestsEnabled ? n : 5_000
             let waveDone = (0..<(n / wave)).map { _ in Promise<Void>() }
             let threads = CoroutineTestKit.Log<UInt64>()
             for s in pool.schedulers {
@@ -327,7 +327,7 @@ struct StackExitTests {
     }
 
     @Test("1,000,000 coroutines suspended at once on one scheduler all resume",
-          .enabled(if: CoroutineTestKit.heavyTestsEnabled, "COROUTINES_HEAVY_TESTS=0"))
+          .enabled(if: TestEnvironment.heavyTestsEnabled, "COROUTINES_HEAVY_TESTS=0"))
     func millionSuspended() async {
         await ChildProcess.run(.success, id: "millionSuspended") {
             // Background QoS (nice +10): the parallel tests of the parent keep the CPUs first.
@@ -368,7 +368,7 @@ struct StackExitTests {
     /// Guards an invariant (a coroutine that never runs borrows its scheduler and tells its
     /// unretained observers, a promise, channel or mailbox, exactly once).
     @Test("produce, actor and async whose coroutine gets no stack (address-space limit): each observer told once, with stackUnavailable",
-          .enabled(if: Kit.exitTestsEnabled, "COROUTINES_EXIT_TESTS=0"))
+          .enabled(if: TestEnvironment.exitTestsEnabled, "COROUTINES_EXIT_TESTS=0"))
     func neverRanWithoutStack() async {
         await ChildProcess.run(.success, id: "neverRanWithoutStack") {
             let s = CoroutineScheduler(name: "nostack")
@@ -402,7 +402,7 @@ struct StackExitTests {
 
     /// Guards an invariant (each scheduler publishes the counts of its stack cache).
     @Test("stacksInUse returns to its starting value once dedicated schedulers that cached stacks have stopped",
-          .enabled(if: Kit.exitTestsEnabled, "COROUTINES_EXIT_TESTS=0"))
+          .enabled(if: TestEnvironment.exitTestsEnabled, "COROUTINES_EXIT_TESTS=0"))
     func stacksInUseAfterStop() async {
         // In a child process, so the allocator's global counters see only this test.
         await ChildProcess.run(.success, id: "stacksInUseAfterStop") {
@@ -439,7 +439,7 @@ struct StackExitTests {
     /// coroutine only when the launch reaches the head of the run queue, and schedulers tidy the
     /// heap after 65,536 reaped coroutines).
     @Test("stacks in use return to their starting value after repeated 111,111-coroutine fan-outs (child process)",
-          .enabled(if: Kit.exitTestsEnabled && Kit.heavyTestsEnabled, "COROUTINES_EXIT_TESTS=0 or COROUTINES_HEAVY_TESTS=0"))
+          .enabled(if: TestEnvironment.exitTestsEnabled && TestEnvironment.heavyTestsEnabled, "COROUTINES_EXIT_TESTS=0 or COROUTINES_HEAVY_TESTS=0"))
     func fanOutReturnsStacks() async {
         await ChildProcess.run(.success, id: "fanOutReturnsStacks") {
             let before = StackAllocator.shared.stacksInUse
@@ -479,7 +479,7 @@ func touchStack(_ depth: Int) -> Int {
 extension StackExitTests {
     // Skipped in the ThreadSanitizer run, whose shadow memory makes RSS meaningless.
     @Test("the memory of finished coroutines' stacks goes back to the kernel once the scheduler idles",
-          .enabled(if: CoroutineTestKit.heavyTestsEnabled, "COROUTINES_HEAVY_TESTS=0"))
+          .enabled(if: TestEnvironment.heavyTestsEnabled, "COROUTINES_HEAVY_TESTS=0"))
     func idleStackMemoryIsReleased() async {
         await ChildProcess.run(.success, id: "idleStackMemoryIsReleased") {
             func resident() -> Int {

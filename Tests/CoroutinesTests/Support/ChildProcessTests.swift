@@ -25,7 +25,7 @@ struct ChildProcessTests {
     /// two-core pool: nothing of the test could run until they timed out, and they ended with
     /// status 3 instead of 0 — this test failed that way before the change.
     @Test("two children alive at once hold no Swift concurrency thread: other tasks run meanwhile",
-          .enabled(if: CoroutineTestKit.exitTestsEnabled))
+          .enabled(if: TestEnvironment.exitTestsEnabled))
     func childrenHoldNoThread() async throws {
         @Sendable func holder(_ name: String) {
             let parent = getppid()

@@ -10,13 +10,6 @@ import CoroutinesTestSupport
 /// Everything lives in this namespace so that it cannot collide with helpers of other test files
 /// in the same target.
 enum CoroutineTestKit {
-    /// ``TestEnvironment/heavyTestsEnabled``: tests with a million coroutines skip themselves,
-    /// or run smaller, when it is off.
-    static var heavyTestsEnabled: Bool { TestEnvironment.heavyTestsEnabled }
-
-    /// ``TestEnvironment/exitTestsEnabled``: the suites that run in a child process.
-    static var exitTestsEnabled: Bool { TestEnvironment.exitTestsEnabled }
-
     /// The kernel id of the calling thread (gettid on Linux).
     static func threadID() -> UInt64 { ccoro_thread_id() }
 
