@@ -37,9 +37,11 @@ extension CoroutineActor {
             if me === coroutine { throw ActorError.requestFromItself }
             var result: Result<Reply, any Error>?
             try withUnsafeMutablePointer(to: &result) { slot in
-                try me.wait(.actorRequest, register: { ticket in
-                    let envelope = Envelope(message, requester: ticket, slot: slot)
-                    if mailbox.postNext(envelope) { return false }
+                try me.wait(.actorRequest, registerEpoch: { epoch in
+                    if me.placement.toOpaque() == coroutine.placement.toOpaque(),
+                       mailbox.handOff(message, requester: me, epoch: epoch, slot: slot, to: coroutine) { return false }
+                    let envelope = Envelope(message, requester: me, epoch: epoch, slot: slot, isHandOff: false)
+                    if mailbox.post(envelope, actor: coroutine) { return false }
                     // Terminated: answered here, before the envelope is released (its deinit would
                     // answer noReply).
                     envelope.answered.store(true, ordering: .releasing)

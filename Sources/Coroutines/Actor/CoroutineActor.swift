@@ -69,10 +69,10 @@ public final class CoroutineActor<Message: Sendable, Reply: Sendable>: Sendable 
                                   defer { mailbox.terminate() }
                                   do {
                                       try body(mailbox)
-                                      mailbox.inHand.value = nil
+                                      mailbox.inHand = nil
                                   } catch {
-                                      mailbox.inHand.value?.fail(error)
-                                      mailbox.inHand.value = nil
+                                      mailbox.inHand?.fail(error)
+                                      mailbox.inHand = nil
                                       throw error
                                   }
                               })
@@ -93,7 +93,7 @@ public final class CoroutineActor<Message: Sendable, Reply: Sendable>: Sendable 
         let promise = Promise<Reply>()
         let envelope = Envelope(message, promise)
         // Rejected before the envelope is released, whose deinit would say noReply.
-        if !mailbox.post(envelope) { envelope.fail(ActorError.terminated) }
+        if !mailbox.post(envelope, actor: coroutine) { envelope.fail(ActorError.terminated) }
         return promise
     }
 

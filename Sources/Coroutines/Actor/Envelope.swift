@@ -9,7 +9,7 @@ import Synchronization
 /// The sender is one of two kinds (invariant: exactly one of `promise` and `requester` is set):
 /// - a promise, for ``CoroutineActor/send(_:)``: the answer settles it;
 /// - a suspended coroutine, for ``CoroutineActor/request(_:)``: the answer claims its wait
-///   (`WaitTicket.tryClaim()`), then writes the result into `slot` — a variable in the
+///   (a compare-and-swap of its epoch, as `WaitTicket.tryClaim()`), then writes the result into `slot` — a variable in the
 ///   requester's frame, on its stack — and makes it ready (after a direct hand-off to the idle
 ///   actor: next, on its own scheduler's thread, `CoroutineScheduler.makeReadyNext(_:)`; else as
 ///   any wake-up). The slot is written only after a successful
@@ -23,13 +23,16 @@ public final class Envelope<Message: Sendable, Reply: Sendable>: Sendable {
     public let message: Message
     @usableFromInline let promise: Promise<Reply>?
     /// The waiting coroutine of a `request`, and where its answer goes (see above).
-    @usableFromInline let requester: WaitTicket?
+    /// The waiting coroutine of a `request`, retained by the envelope (released by its deinit):
+    /// an `Unmanaged` reference, so that answering borrows it without retaining it again.
+    @usableFromInline let requester: Unmanaged<Coroutine>?
+    /// The epoch of the requester's wait (see ``WaitTicket``).
+    @usableFromInline let requesterEpoch: UInt64
     @usableFromInline nonisolated(unsafe) let slot: UnsafeMutablePointer<Result<Reply, any Error>?>?
-    /// Whether the message was handed straight to the idle actor (``Mailbox/postNext(_:)``), so
-    /// that its answer, too, goes to the front of the requester's run queue; a queued message's
-    /// answer wakes the requester as any suspension. Written once by the poster before it wakes the
-    /// actor, read by whoever answers after the actor took the envelope: ordered by that wake-up.
-    @usableFromInline nonisolated(unsafe) var isHandOff = false
+    /// Whether the message was handed straight to the idle actor (`Mailbox.handOff`), so that its
+    /// answer, too, goes to the front of the requester's run queue; a queued message's answer
+    /// wakes the requester as any suspension.
+    @usableFromInline let isHandOff: Bool
     /// Set by the first answer, so that releasing an answered envelope does no generic work, and
     /// so that a request is answered once.
     @usableFromInline let answered = Atomic<Bool>(false)
@@ -39,21 +42,27 @@ public final class Envelope<Message: Sendable, Reply: Sendable>: Sendable {
         self.message = message
         self.promise = promise
         requester = nil
+        requesterEpoch = 0
         slot = nil
+        isHandOff = false
     }
 
     /// An envelope of ``CoroutineActor/request(_:)``: the answer goes to `slot` and wakes the
-    /// wait `requester` armed.
+    /// wait of `requester` armed at `epoch`. `isHandOff`: see ``isHandOff``.
     @inlinable
-    init(_ message: Message, requester: WaitTicket, slot: UnsafeMutablePointer<Result<Reply, any Error>?>) {
+    init(_ message: Message, requester: Coroutine, epoch: UInt64,
+         slot: UnsafeMutablePointer<Result<Reply, any Error>?>, isHandOff: Bool) {
         self.message = message
         promise = nil
-        self.requester = requester
+        self.requester = Unmanaged.passRetained(requester)
+        requesterEpoch = epoch
         self.slot = slot
+        self.isHandOff = isHandOff
     }
 
     deinit {
         if !answered.load(ordering: .acquiring) { answerNoReply() }
+        requester?.release()
     }
 
     /// Out of line: the deinit of this generic class is never specialised, and the generic types
@@ -105,13 +114,16 @@ public final class Envelope<Message: Sendable, Reply: Sendable>: Sendable {
             return
         }
         // A request: the first answer only; then the requester, if it still waits.
-        guard !answered.exchange(true, ordering: .acquiringAndReleasing),
-              let requester, requester.tryClaim() else { return }
-        slot.unsafelyUnwrapped.pointee = result
-        if isHandOff {
-            requester.coroutine.wakeClaimedNext()
-        } else {
-            requester.coroutine.wakeClaimed(.completed)
+        guard !answered.exchange(true, ordering: .acquiringAndReleasing), let requester else { return }
+        // Borrowed: this envelope holds the requester until it is released.
+        requester._withUnsafeGuaranteedRef { coroutine in
+            guard coroutine.tryClaim(epoch: requesterEpoch) else { return }
+            slot.unsafelyUnwrapped.pointee = result
+            if isHandOff {
+                coroutine.wakeClaimedNext()
+            } else {
+                coroutine.wakeClaimed(.completed)
+            }
         }
     }
 }

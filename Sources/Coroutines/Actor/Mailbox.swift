@@ -1,3 +1,30 @@
+import Synchronization
+
+// The mailbox of one actor: an unbounded FIFO queue of envelopes with one receiver, the actor's
+// coroutine (see <doc:Actors>). Posters run on any thread; the receiver, and a requester handing
+// a message straight to the idle actor, run on the actor's scheduler thread.
+//
+// ## How the actor parks and is woken
+// The actor parks with the ordinary suspension protocol (`Coroutine.wait`): its epoch turns odd,
+// and whoever claims that epoch (compare-and-swap) wakes it. There is no waiter record: a poster
+// recognises a mailbox wait by `parkedEpoch`, the epoch the actor armed for it.
+//
+// Invariants:
+//   1. `queued` mirrors `state.count`: written under `lock`, read without it.
+//   2. `parkedEpoch` is written only by the actor's coroutine, before it arms the epoch it names.
+//      The actor's epoch equals `parkedEpoch` exactly while it waits in the mailbox: epochs only
+//      grow, so a stale value never matches a later wait (of the body, on a promise, say).
+//   3. No lost wake-up (Dekker's pattern, every access sequentially consistent): the actor arms
+//      its epoch, then reads `queued`; a poster stores `queued`, then reads the actor's epoch.
+//      One of the two sees the other: the actor does not sleep, or the poster claims its wait.
+//   4. FIFO: a message is handed straight to the actor (`handed`) only while `queued` is 0 and
+//      the actor waits, so it overtakes nothing. Otherwise it is queued, and the actor takes the
+//      queue in order.
+//   5. `handed` is written only by the claimer of a mailbox wait on the actor's own thread, and
+//      read by the actor after that wait returns: both on one thread, ordered by the switch.
+//   6. Once closed (`terminate`), nothing is queued or handed again: a post fails, and a
+//      hand-off needs a waiting actor, which a terminated actor never is.
+
 /// The FIFO queue of a ``CoroutineActor``'s incoming messages, iterated by the actor's body:
 /// `for envelope in mailbox { … }`.
 ///
@@ -7,11 +34,22 @@
 ///
 /// - Thread-safety: `Sendable`; iterate it only from the actor's own coroutine (iterating it
 ///   outside a coroutine is a programming error and traps).
-public final class Mailbox<Message: Sendable, Reply: Sendable>: Sendable, Sequence {
-    @usableFromInline let channel = Channel<Envelope<Message, Reply>>(capacity: .unbounded)
+public final class Mailbox<Message: Sendable, Reply: Sendable>: @unchecked Sendable, Sequence {
+    // Thread-safety: `state` is guarded by `lock`; `queued` and `parkedEpoch` are atomics;
+    // `handed` and `inHand` are confined to the actor's scheduler thread (invariant 5).
+
+    @usableFromInline let lock = FutexLock()
+    /// Guarded by `lock`.
+    @usableFromInline @exclusivity(unchecked) var state = MailboxStateMachine<Message, Reply>()
+    /// How many envelopes are queued (invariant 1).
+    @usableFromInline let queued = Atomic<Int>(0)
+    /// The epoch of the actor's latest mailbox wait (invariant 2); 0 before the first.
+    @usableFromInline let parkedEpoch = Atomic<UInt64>(0)
+    /// The envelope handed straight to the waiting actor (invariant 5).
+    @usableFromInline @exclusivity(unchecked) var handed: Envelope<Message, Reply>?
     /// The envelope the body is handling (the last one the iterator returned), kept so that an
     /// error thrown by the body rejects it with that error. Confined to the actor's coroutine.
-    @usableFromInline let inHand = UncheckedCell<Envelope<Message, Reply>?>(nil)
+    @usableFromInline @exclusivity(unchecked) var inHand: Envelope<Message, Reply>?
 
     init() {}
 
@@ -28,12 +66,15 @@ public final class Mailbox<Message: Sendable, Reply: Sendable>: Sendable, Sequen
         @inlinable init(mailbox: Mailbox<Message, Reply>) { self.mailbox = mailbox }
 
         /// The next envelope, or nil when the loop must end (cancellation, stopped scheduler).
+        ///
+        /// Not `mutating` (the iterator's state is the mailbox's), so that the mailbox is borrowed
+        /// across the suspension rather than retained.
         @inlinable
-        public mutating func next() -> Envelope<Message, Reply>? {
-            mailbox.inHand.value = nil   // the previous envelope: released (noReply if unanswered)
+        public func next() -> Envelope<Message, Reply>? {
+            mailbox.inHand = nil   // the previous envelope: released (noReply if unanswered)
             do {
-                let envelope = try mailbox.channel.receive()
-                mailbox.inHand.value = envelope
+                let envelope = try Coroutine.withCurrent { try mailbox.receive($0) }
+                mailbox.inHand = envelope
                 return envelope
             } catch CoroutineError.notInCoroutine {
                 fatalError("a Mailbox is iterated only by its actor's coroutine (`for envelope in mailbox` in the body of CoroutineActor)")
@@ -43,47 +84,86 @@ public final class Mailbox<Message: Sendable, Reply: Sendable>: Sendable, Sequen
         }
     }
 
-    /// Enqueues a message. Returns false if the actor has terminated.
+    /// The next envelope for the actor's coroutine `actor`: the queue's oldest, else the one
+    /// handed to it while it waited. Suspends while there is none.
+    /// - Throws: `CancellationError` (or `CoroutineError.timedOut`) if the actor is interrupted.
     @inlinable
-    func post(_ envelope: Envelope<Message, Reply>) -> Bool {
-        (try? channel.trySend(envelope)) ?? false
-    }
-
-    /// Enqueues a message as ``post(_:)`` does, but if the actor's coroutine is waiting for one
-    /// (idle), hands it the envelope and makes it ready to run *next* on its scheduler when called
-    /// on that scheduler's thread (``CoroutineScheduler/makeReadyNext(_:)``): a requester that
-    /// suspends right after switches straight to the actor. Returns false if the actor has
-    /// terminated. - Complexity: O(1) amortised.
-    @inlinable
-    func postNext(_ envelope: Envelope<Message, Reply>) -> Bool {
-        channel.lock.lock()
-        let action = channel.state.send(envelope)
-        channel.lock.unlock()
-        switch consume action {
-        case .delivered(let actor):
-            envelope.isHandOff = true   // before the wake: the actor reads it only after
-            actor.coroutine._withUnsafeGuaranteedRef { $0.wakeClaimedNext() }
-            return true
-        case .buffered:
-            return true
-        case .closed, .full:   // unbounded: never full
-            return false
+    func receive(_ actor: Coroutine) throws -> Envelope<Message, Reply> {
+        while true {
+            try actor.checkInterrupts()
+            if queued.load(ordering: .relaxed) > 0, let envelope = takeQueued() { return envelope }
+            // Invariant 2: name the epoch about to be armed (the actor runs, so its epoch is even
+            // and only it can arm it).
+            let armed = actor.epoch.load(ordering: .relaxed) &+ 1
+            parkedEpoch.store(armed, ordering: .relaxed)
+            try actor.wait(.channel, registerEpoch: { epoch in
+                assert(epoch == armed, "internal inconsistency: a mailbox wait armed an unexpected epoch")
+                // Invariant 3: the arm came first; a post this load misses will claim the wait.
+                return queued.load(ordering: .sequentiallyConsistent) > 0
+            }, unregister: { _ in })
+            if let envelope = handed.take() { return envelope }
+            // Woken by a post (or not asleep at all): the envelope is queued.
         }
     }
+
+    /// Takes the oldest queued envelope under the lock.
+    @inlinable
+    func takeQueued() -> Envelope<Message, Reply>? {
+        lock.lock()
+        let envelope = state.take()
+        queued.store(state.count, ordering: .relaxed)
+        lock.unlock()
+        return envelope
+    }
+
+    /// Enqueues a message from any thread, and wakes `actor` (the mailbox's coroutine) if it waits
+    /// in the mailbox. Returns false if the actor has terminated. - Complexity: O(1) amortised.
+    @inlinable
+    func post(_ envelope: Envelope<Message, Reply>, actor: Coroutine) -> Bool {
+        lock.lock()
+        let accepted = state.post(envelope)
+        if accepted { queued.store(state.count, ordering: .sequentiallyConsistent) }
+        lock.unlock()
+        if accepted { wakeIfWaiting(actor) }
+        return accepted
+    }
+
+    /// Hands a request's envelope straight to `actor` if it waits in the mailbox with nothing
+    /// queued, and makes it ready to run next (``CoroutineScheduler/makeReadyNext(_:)``): the
+    /// calling coroutine, on the actor's scheduler, switches straight to it when it suspends.
+    /// Returns false, creating no envelope, otherwise. Only on the actor's scheduler thread.
+    @inlinable
+    func handOff(_ message: Message, requester: Coroutine, epoch: UInt64,
+                 slot: UnsafeMutablePointer<Result<Reply, any Error>?>, to actor: Coroutine) -> Bool {
+        guard queued.load(ordering: .relaxed) == 0, claimWaiting(actor) else { return false }
+        handed = Envelope(message, requester: requester, epoch: epoch, slot: slot, isHandOff: true)
+        actor.wakeClaimedNext()
+        return true
+    }
+
+    /// Claims `actor`'s mailbox wait, if it is in one. Any thread.
+    @inlinable @inline(__always)
+    func claimWaiting(_ actor: Coroutine) -> Bool {
+        let e = actor.epoch.load(ordering: .sequentiallyConsistent)
+        return e & 1 == 1 && parkedEpoch.load(ordering: .relaxed) == e && actor.tryClaim(epoch: e)
+    }
+
+    /// After a post: wakes `actor` if it waits in the mailbox (invariant 3).
+    @usableFromInline
+    func wakeIfWaiting(_ actor: Coroutine) {
+        if claimWaiting(actor) { actor.wakeClaimed(.completed) }
+    }
+
+    /// How many envelopes are queued (a snapshot).
+    var count: Int { queued.load(ordering: .relaxed) }
 
     /// Ends the mailbox: later posts fail, and every queued envelope is rejected with
     /// ``ActorError/terminated``. Idempotent.
     func terminate() {
-        channel.close()
-        while let envelope = try? channel.tryReceive() {
-            envelope.fail(ActorError.terminated)
-        }
+        lock.lock()
+        let drained = state.close()
+        queued.store(0, ordering: .relaxed)
+        lock.unlock()
+        for envelope in drained { envelope.fail(ActorError.terminated) }
     }
-}
-
-/// A mutable box for state confined to one coroutine (and therefore one thread).
-@usableFromInline
-final class UncheckedCell<Value>: @unchecked Sendable {
-    @usableFromInline @exclusivity(unchecked) var value: Value
-    @inlinable init(_ value: Value) { self.value = value }
 }

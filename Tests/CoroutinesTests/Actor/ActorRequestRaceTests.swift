@@ -209,7 +209,7 @@ struct ActorRequestRaceTests {
             // Given a busy actor and 20 requests queued behind the one it handles
             let requesters = (0..<21).map { i in Coroutine.async(on: s) { try actor.request(i) } }
             try await handling.value
-            #expect(await Kit.eventually { actor.mailbox.channel.count == 20 })
+            #expect(await Kit.eventually { actor.mailbox.count == 20 })
             // When its scheduler stops
             actorScheduler.stop()
             // Then every requester throws (the one in hand with the body's error, the queued ones
@@ -239,7 +239,7 @@ struct ActorRequestRaceTests {
             // Given requesters waiting on a busy actor, one being handled and the others queued
             let requesters = (0..<10).map { i in Coroutine.async(on: requesterScheduler) { try actor.request(i) } }
             try await handling.value
-            #expect(await Kit.eventually { actor.mailbox.channel.count == 9 })
+            #expect(await Kit.eventually { actor.mailbox.count == 9 })
             // When their scheduler stops, then the actor answers them
             requesterScheduler.stop()
             for r in requesters {
@@ -335,4 +335,47 @@ struct ActorRequestRaceTests {
         #expect(wrong.isEmpty, "\(wrong.prefix(5))")
     }
 
+    @Test("sends from plain threads racing with hand-off requests on the actor's scheduler: every message is answered, and each sender's messages reach the actor in the order it sent them")
+    func plainThreadSendsRaceHandOffs() async throws {
+        let wrong = try await Kit.run { () -> [String] in
+            let seen = Kit.Log<Int>()
+            let actor = CoroutineActor<Int, Int>(on: CoroutineScheduler.current) { mailbox in
+                for envelope in mailbox {
+                    seen.append(envelope.message)
+                    envelope.reply(envelope.message &+ 1)
+                }
+            }
+            defer { actor.cancel() }
+            // Given 4 plain threads that each send 2,000 messages while the actor parks and wakes
+            let threads = 4, perThread = 2_000
+            let sent = WaitGroup()
+            let replies = Mutex<[Promise<Int>]>([])
+            sent.add(threads)
+            for t in 1...threads {
+                Thread.detachNewThread {
+                    var mine: [Promise<Int>] = []
+                    for k in 0..<perThread { mine.append(actor.send(t * 100_000 + k)) }
+                    replies.withLock { $0 += mine }
+                    sent.done()
+                }
+            }
+            // And a requester on the actor's scheduler handing off 2,000 requests meanwhile
+            var wrong: [String] = []
+            for k in 0..<2_000 {
+                let reply = try actor.request(k)
+                if reply != k + 1 { wrong.append("request \(k) -> \(reply)") }
+            }
+            try sent.wait()
+            // Then every send is answered (a lost wake-up would leave the actor parked for ever)
+            for promise in replies.withLock({ $0 }) { _ = try promise.await() }
+            let all = seen.all
+            #expect(all.count == threads * perThread + 2_000)
+            for t in 0...threads {
+                let base = t * 100_000, count = t == 0 ? 2_000 : perThread
+                if all.filter({ $0 / 100_000 == t }) != (0..<count).map({ base + $0 }) { wrong.append("sender \(t) out of order") }
+            }
+            return wrong
+        }
+        #expect(wrong.isEmpty, "\(wrong.prefix(5))")
+    }
 }

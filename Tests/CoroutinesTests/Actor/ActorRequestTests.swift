@@ -120,7 +120,7 @@ struct ActorRequestTests {
                     return r
                 }
             }
-            #expect(await Kit.eventually { actor.mailbox.channel.count == 10 })
+            #expect(await Kit.eventually { actor.mailbox.count == 10 })
             // When the actor answers them back to back
             gate.fulfill(())
             _ = try await first.value
@@ -181,7 +181,7 @@ struct ActorRequestTests {
             let first = Coroutine.async { try actor.request(1) }
             try await handling.value                                              // 1 is being handled
             let second = Coroutine.async { try actor.request(2) }
-            #expect(await Kit.eventually { actor.mailbox.channel.count == 1 })   // the second is queued
+            #expect(await Kit.eventually { actor.mailbox.count == 1 })   // the second is queued
             release.fulfill(())
             #expect(try await first.value == 1)
             await #expect(throws: ActorError.terminated) { try await second.value }
@@ -219,7 +219,7 @@ struct ActorRequestTests {
             // Given a busy actor and a second request queued behind the first
             let first = Coroutine.async(on: s) { try actor.request(1) }
             let second = Coroutine.async(on: s) { try actor.request(2) }
-            #expect(await Kit.eventually { actor.mailbox.channel.count == 1 })
+            #expect(await Kit.eventually { actor.mailbox.count == 1 })
             // When the second requester is cancelled while it waits
             second.cancel()
             await #expect(throws: CancellationError.self) { try await second.value }

@@ -46,4 +46,32 @@ struct ActorStressTests {
             }
         }
     }
+    /// The mailbox parks its actor without a lock (Mailbox.swift, invariant 3): a post that
+    /// lands while the actor is about to park must still wake it. Each round ends with the
+    /// senders waiting for their last reply, so a lost wake-up would leave them waiting for ever.
+    @Test("bursts sent from two other schedulers while the actor keeps parking: every burst is answered, none waits for a wake-up that was lost")
+    func burstsRaceTheActorParking() async throws {
+        let answered = try await CK.withSchedulers(3, "mailbox-park") { s -> [Int] in
+            let actor = CoroutineActor<Int, Int>(on: s[0]) { mailbox in
+                for envelope in mailbox { envelope.reply(envelope.message) }
+            }
+            defer { actor.cancel() }
+            let senders = (1...2).map { t in
+                Coroutine.async(on: s[t]) { () -> Int in
+                    var answered = 0
+                    for round in 0..<3_000 {
+                        let burst = (0..<(round % 3 + 1)).map { actor.send(t * 1_000_000 + round * 4 + $0) }
+                        for (k, p) in burst.enumerated() where try p.await() == t * 1_000_000 + round * 4 + k {
+                            answered += 1
+                        }
+                    }
+                    return answered
+                }
+            }
+            var answered: [Int] = []
+            for sender in senders { answered.append(try await sender.value) }
+            return answered
+        }
+        #expect(answered == [6_000, 6_000])
+    }
 }

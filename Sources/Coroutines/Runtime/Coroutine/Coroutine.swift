@@ -33,10 +33,10 @@ public final class Coroutine: @unchecked Sendable, Hashable, CustomStringConvert
     /// - Complexity: O(1). Thread-safe.
     public var scheduler: CoroutineScheduler { placement.takeUnretainedValue() }
     /// ``scheduler`` without a reference (`schedulerOwner` keeps it alive).
-    @usableFromInline var placement: Unmanaged<CoroutineScheduler> { placementValue.load(ordering: .relaxed) }
+    @inlinable var placement: Unmanaged<CoroutineScheduler> { placementValue.load(ordering: .relaxed) }
     /// Written before the coroutine starts by the thread that queues or takes its launch, and
     /// never after it started; read by any thread.
-    let placementValue: Atomic<Unmanaged<CoroutineScheduler>>
+    @usableFromInline let placementValue: Atomic<Unmanaged<CoroutineScheduler>>
     /// The stack and saved context while the coroutine owns a stack. Confined to the scheduler's
     /// thread.
     @exclusivity(unchecked) var record: UnsafeMutablePointer<ccoro_stack_record>?

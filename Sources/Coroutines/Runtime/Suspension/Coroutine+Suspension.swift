@@ -203,12 +203,26 @@ extension Coroutine {
     /// Must be called by the coroutine itself, on its scheduler's thread.
     @usableFromInline
     func wait(_ kind: WaitKind, register: (WaitTicket) throws -> Bool, unregister: (WaitTicket) -> Void) throws {
+        try waitCore(kind, register: { try register(WaitTicket(coroutine: self, epoch: $0)) },
+                     unregister: { unregister(WaitTicket(coroutine: self, epoch: $0)) })
+    }
+
+    /// ``wait(_:register:unregister:)`` for a caller that needs only the armed epoch, not a
+    /// ``WaitTicket`` (whose reference to the coroutine costs a retain and a release): `register`
+    /// and `unregister` receive the epoch. Same protocol and threading.
+    @usableFromInline
+    func wait(_ kind: WaitKind, registerEpoch register: (UInt64) throws -> Bool,
+              unregister: (UInt64) -> Void) throws {
+        try waitCore(kind, register: register, unregister: unregister)
+    }
+
+    @inline(__always)
+    private func waitCore(_ kind: WaitKind, register: (UInt64) throws -> Bool, unregister: (UInt64) -> Void) throws {
         try checkInterrupts()
         let armed = armEpoch()
-        let ticket = WaitTicket(coroutine: self, epoch: armed)
         let done: Bool
         do {
-            done = try register(ticket)
+            done = try register(armed)
         } catch {
             // Nothing was published; a canceller may still have claimed the armed epoch.
             if !disarm(armed) { suspendForWake(kind) }
@@ -220,7 +234,7 @@ extension Coroutine {
             suspendForWake(kind)
             return
         }
-        try suspend(armedEpoch: armed, kind, unregister: unregister)
+        try suspend(armedEpoch: armed, kind, unregister: { unregister($0.epoch) })
     }
 
     /// Arms a suspension: the epoch becomes odd, and the caller may publish a waiter for it.
