@@ -56,6 +56,14 @@ extension Process {
     /// (glibc runs them for `fork()` only): the runtime's fork handler (see
     /// `CoroutineError.forkedProcess`) never runs for it, and the calling process's
     /// coroutines and schedulers go on as before.
+    ///
+    /// ## A known fault of Foundation on Linux
+    /// This method starts the process with Foundation's `Process.run()`. On the Swift 6.3.1
+    /// toolchain, `run()` reads past a directory entry while it lists `/proc/self/fd`, and can
+    /// crash the calling process (`SIGSEGV` in `memcpy`); swift-corelibs-foundation pull request
+    /// 5472 fixes it. The crash is rare, but a process that starts many children on such a
+    /// toolchain meets it sooner or later. This package's own tests start their children with
+    /// `posix_spawn` for that reason.
     /// - Suspends: yes; resumes on the coroutine's own scheduler.
     /// - Complexity: O(output size).
     public func runUntilExit() throws -> ProcessOutput {

@@ -76,6 +76,7 @@ public final class CoroutineActor<Message: Sendable, Reply: Sendable>: Sendable 
                                       throw error
                                   }
                               })
+        mailbox.owner = Unmanaged.passUnretained(coroutine).toOpaque()
         coroutine.startUnderCurrent()
     }
 

@@ -11,17 +11,20 @@ import Synchronization
 //
 // Invariants:
 //   1. `queued` mirrors `state.count`: written under `lock`, read without it.
-//   2. `parkedEpoch` is written only by the actor's coroutine, before it arms the epoch it names.
-//      The actor's epoch equals `parkedEpoch` exactly while it waits in the mailbox: epochs only
-//      grow, so a stale value never matches a later wait (of the body, on a promise, say).
+//   2. `parkedEpoch` is written only by the actor's coroutine (the mailbox's `owner`: no other
+//      coroutine may iterate it), before it arms the epoch it names, and reset to 0 if that wait
+//      is interrupted (it may then never have been armed). The actor's epoch equals
+//      `parkedEpoch` exactly while it waits in the mailbox: epochs only grow, so a stale value
+//      never matches a later wait (of the body, on a promise, say).
 //   3. No lost wake-up (Dekker's pattern, every access sequentially consistent): the actor arms
 //      its epoch, then reads `queued`; a poster stores `queued`, then reads the actor's epoch.
 //      One of the two sees the other: the actor does not sleep, or the poster claims its wait.
 //   4. FIFO: a message is handed straight to the actor (`handed`) only while `queued` is 0 and
 //      the actor waits, so it overtakes nothing. Otherwise it is queued, and the actor takes the
 //      queue in order.
-//   5. `handed` is written only by the claimer of a mailbox wait on the actor's own thread, and
-//      read by the actor after that wait returns: both on one thread, ordered by the switch.
+//   5. `handed` is written only by the claimer of a mailbox wait (one claimer per wait), before
+//      it wakes the actor, and read by the actor after that wait returns: ordered by the
+//      wake-up (the switch on the actor's thread, or the scheduler's incoming queue from another).
 //   6. Once closed (`terminate`), nothing is queued or handed again: a post fails, and a
 //      hand-off needs a waiting actor, which a terminated actor never is.
 
@@ -33,10 +36,11 @@ import Synchronization
 /// unbounded: senders never wait.
 ///
 /// - Thread-safety: `Sendable`; iterate it only from the actor's own coroutine (iterating it
-///   outside a coroutine is a programming error and traps).
+///   from another coroutine, or outside any, is a programming error and traps).
 public final class Mailbox<Message: Sendable, Reply: Sendable>: @unchecked Sendable, Sequence {
     // Thread-safety: `state` is guarded by `lock`; `queued` and `parkedEpoch` are atomics;
-    // `handed` and `inHand` are confined to the actor's scheduler thread (invariant 5).
+    // `handed` is passed from a wait's claimer to the actor (invariant 5); `inHand` is confined
+    // to the actor's coroutine.
 
     @usableFromInline let lock = FutexLock()
     /// Guarded by `lock`.
@@ -50,6 +54,9 @@ public final class Mailbox<Message: Sendable, Reply: Sendable>: @unchecked Senda
     /// The envelope the body is handling (the last one the iterator returned), kept so that an
     /// error thrown by the body rejects it with that error. Confined to the actor's coroutine.
     @usableFromInline @exclusivity(unchecked) var inHand: Envelope<Message, Reply>?
+    /// The actor's coroutine, compared (never dereferenced) with the iterating coroutine: the
+    /// parking protocol names that coroutine's epochs, so no other may iterate.
+    @usableFromInline @exclusivity(unchecked) var owner: UnsafeMutableRawPointer?
 
     init() {}
 
@@ -73,7 +80,12 @@ public final class Mailbox<Message: Sendable, Reply: Sendable>: @unchecked Senda
         public func next() -> Envelope<Message, Reply>? {
             mailbox.inHand = nil   // the previous envelope: released (noReply if unanswered)
             do {
-                let envelope = try Coroutine.withCurrent { try mailbox.receive($0) }
+                let envelope = try Coroutine.withCurrent { me in
+                    if _slowPath(Unmanaged.passUnretained(me).toOpaque() != mailbox.owner) {
+                        fatalError("a Mailbox is iterated only by its actor's coroutine, not by \(me)")
+                    }
+                    return try mailbox.receive(me)
+                }
                 mailbox.inHand = envelope
                 return envelope
             } catch CoroutineError.notInCoroutine {
@@ -96,11 +108,17 @@ public final class Mailbox<Message: Sendable, Reply: Sendable>: @unchecked Senda
             // and only it can arm it).
             let armed = actor.epoch.load(ordering: .relaxed) &+ 1
             parkedEpoch.store(armed, ordering: .relaxed)
-            try actor.wait(.channel, registerEpoch: { epoch in
-                assert(epoch == armed, "internal inconsistency: a mailbox wait armed an unexpected epoch")
-                // Invariant 3: the arm came first; a post this load misses will claim the wait.
-                return queued.load(ordering: .sequentiallyConsistent) > 0
-            }, unregister: { _ in })
+            do {
+                try actor.wait(.channel, registerEpoch: { epoch in
+                    assert(epoch == armed, "internal inconsistency: a mailbox wait armed an unexpected epoch")
+                    // Invariant 3: the arm came first; a post this load misses will claim the wait.
+                    return queued.load(ordering: .sequentiallyConsistent) > 0
+                }, unregister: { _ in })
+            } catch {
+                // Interrupted, perhaps before `armed` was armed: a later wait may arm it.
+                parkedEpoch.store(0, ordering: .relaxed)
+                throw error
+            }
             if let envelope = handed.take() { return envelope }
             // Woken by a post (or not asleep at all): the envelope is queued.
         }
@@ -121,17 +139,30 @@ public final class Mailbox<Message: Sendable, Reply: Sendable>: @unchecked Senda
     @inlinable
     func post(_ envelope: Envelope<Message, Reply>, actor: Coroutine) -> Bool {
         lock.lock()
-        let accepted = state.post(envelope)
-        if accepted { queued.store(state.count, ordering: .sequentiallyConsistent) }
+        if state.isClosed {
+            lock.unlock()
+            return false
+        }
+        // Invariant 4: straight to a waiting actor only past an empty queue.
+        if state.count == 0, claimWaiting(actor) {
+            handed = envelope   // invariant 5: before the wake-up that publishes it
+            lock.unlock()
+            actor.wakeClaimed(.completed)
+            return true
+        }
+        _ = state.post(envelope)
+        queued.store(state.count, ordering: .sequentiallyConsistent)
         lock.unlock()
-        if accepted { wakeIfWaiting(actor) }
-        return accepted
+        wakeIfWaiting(actor)
+        return true
     }
 
     /// Hands a request's envelope straight to `actor` if it waits in the mailbox with nothing
     /// queued, and makes it ready to run next (``CoroutineScheduler/makeReadyNext(_:)``): the
     /// calling coroutine, on the actor's scheduler, switches straight to it when it suspends.
-    /// Returns false, creating no envelope, otherwise. Only on the actor's scheduler thread.
+    /// Returns false, creating no envelope, otherwise. Called on the requester's scheduler thread
+    /// after it saw the actor placed on the same scheduler; a pool actor that started elsewhere
+    /// meanwhile is still woken correctly, through its own scheduler's incoming queue.
     @inlinable
     func handOff(_ message: Message, requester: Coroutine, epoch: UInt64,
                  slot: UnsafeMutablePointer<Result<Reply, any Error>?>, to actor: Coroutine) -> Bool {
@@ -164,6 +195,9 @@ public final class Mailbox<Message: Sendable, Reply: Sendable>: @unchecked Senda
         let drained = state.close()
         queued.store(0, ordering: .relaxed)
         lock.unlock()
+        // Nothing is handed to an actor that ended (invariant 6); this only keeps that true for
+        // an actor whose last wake-up carried an envelope it never took.
+        handed.take()?.fail(ActorError.terminated)
         for envelope in drained { envelope.fail(ActorError.terminated) }
     }
 }
