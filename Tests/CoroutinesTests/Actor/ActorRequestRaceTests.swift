@@ -17,16 +17,22 @@ struct ActorRequestRaceTests {
         }
     }
 
+    /// An echo actor that first spins for a time that grows with the message, so that a requester
+    /// cancelled at a varying point meets the actor at every step of its handling.
+    static func makeJitteredEcho(on scheduler: CoroutineScheduler) -> CoroutineActor<Int, Int> {
+        CoroutineActor<Int, Int>(on: scheduler) { mailbox in
+            for envelope in mailbox {
+                jitter(max(0, envelope.message))
+                envelope.reply(envelope.message)
+            }
+        }
+    }
+
     @Test("a requester cancelled from another thread while an actor on another scheduler answers gets either its own answer or CancellationError, and the next coroutine on its stack never sees the dropped answer")
     func cancellationRacesTheReply() async throws {
         try await Kit.withScheduler("race-actor") { actorScheduler in
             try await Kit.withScheduler("race-requester") { requesterScheduler in
-                let actor = CoroutineActor<Int, Int>(on: actorScheduler) { mailbox in
-                    for envelope in mailbox {
-                        jitter(max(0, envelope.message))
-                        envelope.reply(envelope.message)
-                    }
-                }
+                let actor = Self.makeJitteredEcho(on: actorScheduler)
                 defer { actor.cancel() }
                 var answered = 0, cancelled = 0
                 for round in 1...400 {
@@ -355,7 +361,7 @@ struct ActorRequestRaceTests {
                 Thread.detachNewThread {
                     var mine: [Promise<Int>] = []
                     for k in 0..<perThread { mine.append(actor.send(t * 100_000 + k)) }
-                    replies.withLock { $0 += mine }
+                    replies.locked { $0 += mine }
                     sent.done()
                 }
             }
@@ -367,7 +373,7 @@ struct ActorRequestRaceTests {
             }
             try sent.wait()
             // Then every send is answered (a lost wake-up would leave the actor parked for ever)
-            for promise in replies.withLock({ $0 }) { _ = try promise.await() }
+            for promise in replies.locked({ $0 }) { _ = try promise.await() }
             let all = seen.all
             #expect(all.count == threads * perThread + 2_000)
             for t in 0...threads {

@@ -19,7 +19,7 @@ struct MailboxParkingTests {
 
     @Test("a handler awaiting promises settled by plain threads while plain threads post: no post claims the promise wait, every reply arrives in each sender's order")
     func handlerPromiseWaitsRacePosts() async throws {
-        try await Kit.withScheduler("break-gated") { s in
+        try await Kit.withScheduler("parking-gated") { s in
             let seen = Kit.Log<Int>()
             let actor = CoroutineActor<Gated, Int>(on: s) { mailbox in
                 for envelope in mailbox {
@@ -40,11 +40,11 @@ struct MailboxParkingTests {
                     jitter(k &* 13 &+ t)
                     gate.fulfill(())
                 }
-                replies.withLock { [mine] in $0[t] = mine }
+                replies.locked { [mine] in $0[t] = mine }
             }
             var wrong: [String] = []
             for t in 0..<threads {
-                for (k, p) in replies.withLock({ $0[t] }).enumerated() {
+                for (k, p) in replies.locked({ $0[t] }).enumerated() {
                     let v = try await p.value
                     if v != t * 100_000 + k { wrong.append("\(t).\(k) -> \(v)") }
                 }
@@ -57,7 +57,7 @@ struct MailboxParkingTests {
 
     @Test("an actor whose first mailbox loop runs inside an expiring withTimeout and a second loop after it: posts racing the timeout are all handled, in each sender's order")
     func timeoutRacesPosts() async throws {
-        try await Kit.withScheduler("break-timeout") { s in
+        try await Kit.withScheduler("parking-timeout") { s in
             for round in 0..<60 {
                 let seen = Kit.Log<Int>()
                 let loops = Kit.Log<String>()
@@ -76,10 +76,10 @@ struct MailboxParkingTests {
                 try await Kit.onPlainThreads(2) { t in
                     var mine: [Promise<Int>] = []
                     for k in 0..<200 { mine.append(actor.send(t * 1_000 + k)); jitter(k &+ round) }
-                    replies.withLock { [mine] in $0[t] = mine }
+                    replies.locked { [mine] in $0[t] = mine }
                 }
                 for t in 0..<2 {
-                    for (k, p) in replies.withLock({ $0[t] }).enumerated() {
+                    for (k, p) in replies.locked({ $0[t] }).enumerated() {
                         #expect(try await p.value == t * 1_000 + k, "round \(round)")
                     }
                     #expect(seen.all.filter { $0 / 1_000 == t } == (0..<200).map { t * 1_000 + $0 }, "round \(round)")
@@ -131,13 +131,8 @@ struct MailboxParkingTests {
 
     @Test("a requester on the actor's own scheduler cancelled from another thread at the hand-off gets its own answer or CancellationError; a dropped answer never lands in a later frame")
     func sameSchedulerRequesterCancelledAtHandOff() async throws {
-        try await Kit.withScheduler("break-handoff-cancel") { s in
-            let actor = CoroutineActor<Int, Int>(on: s) { mailbox in
-                for envelope in mailbox {
-                    jitter(max(0, envelope.message))
-                    envelope.reply(envelope.message)
-                }
-            }
+        try await Kit.withScheduler("parking-handoff-cancel") { s in
+            let actor = ActorRequestRaceTests.makeJitteredEcho(on: s)
             defer { actor.cancel() }
             var answered = 0, cancelled = 0
             for round in 1...400 {
@@ -166,7 +161,7 @@ struct MailboxParkingTests {
 
     @Test("a pool actor cancelled around its start: every message sent, and every request made, after cancel() returned is rejected terminated, whether the actor ran or not")
     func poolActorCancelledAroundStart() async throws {
-        let pool = SchedulerPool(name: "break-pool", count: 2)!
+        let pool = SchedulerPool(name: "parking-pool", count: 2)!
         defer { pool.stop() }
         for round in 0..<200 {
             let handled = Kit.Counter()
@@ -209,14 +204,14 @@ struct MailboxParkingTests {
                 Thread.detachNewThread {
                     var mine: [Promise<Int>] = []
                     for k in 0..<1_000 { mine.append(actor.send(t * 100_000 + k)) }
-                    replies.withLock { $0 += mine }
+                    replies.locked { $0 += mine }
                     sent.done()
                 }
             }
             var wrong: [String] = []
             for k in 0..<1_000 where try actor.request(k) != k + 1 { wrong.append("request \(k)") }
             try sent.wait()
-            for p in replies.withLock({ $0 }) { _ = try p.await() }
+            for p in replies.locked({ $0 }) { _ = try p.await() }
             for t in 0...2 {
                 let count = 1_000
                 if seen.all.filter({ $0 / 100_000 == t }) != (0..<count).map({ t * 100_000 + $0 }) { wrong.append("sender \(t) out of order") }
@@ -245,7 +240,7 @@ struct MailboxParkingTests {
                     Thread.detachNewThread {
                         var mine: [Promise<Int>] = []
                         for k in 0..<60 { mine.append(actor.send(t * 1_000 + k)); jitter(k &+ round) }
-                        replies.withLock { $0 += mine }
+                        replies.locked { $0 += mine }
                         sent.done()
                     }
                 }
@@ -256,7 +251,7 @@ struct MailboxParkingTests {
                 }
                 try sent.wait()
                 var replied = 0, terminated = 0
-                for p in replies.withLock({ $0 }) {
+                for p in replies.locked({ $0 }) {
                     do { _ = try p.await(); replied += 1 } catch ActorError.terminated { terminated += 1 }
                 }
                 for r in requesters {
