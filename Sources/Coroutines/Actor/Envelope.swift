@@ -22,7 +22,6 @@ public final class Envelope<Message: Sendable, Reply: Sendable>: Sendable {
     /// The message.
     public let message: Message
     @usableFromInline let promise: Promise<Reply>?
-    /// The waiting coroutine of a `request`, and where its answer goes (see above).
     /// The waiting coroutine of a `request`, retained by the envelope (released by its deinit):
     /// an `Unmanaged` reference, so that answering borrows it without retaining it again.
     @usableFromInline let requester: Unmanaged<Coroutine>?
