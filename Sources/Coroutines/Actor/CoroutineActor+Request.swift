@@ -35,16 +35,16 @@ extension CoroutineActor {
     public func request(_ message: Message) throws -> Reply {
         try Coroutine.withCurrent { me in
             if me === coroutine { throw ActorError.requestFromItself }
+            try me.checkInterrupts()
             var result: Result<Reply, any Error>?
             try withUnsafeMutablePointer(to: &result) { slot in
+                if try mailbox.requestDirectly(message, requester: me, slot: slot, actor: coroutine) { return }
                 try me.wait(.actorRequest, registerEpoch: { epoch in
-                    if me.placement.toOpaque() == coroutine.placement.toOpaque(),
-                       mailbox.handOff(message, requester: me, epoch: epoch, slot: slot, to: coroutine) { return false }
-                    let envelope = Envelope(message, requester: me, epoch: epoch, slot: slot, isHandOff: false)
+                    let envelope = Envelope(message, requester: me, epoch: epoch, slot: slot)
                     if mailbox.post(envelope, actor: coroutine) { return false }
                     // Terminated: answered here, before the envelope is released (its deinit would
                     // answer noReply).
-                    envelope.answered.store(true, ordering: .releasing)
+                    envelope.state.store(EnvelopeState.answered, ordering: .releasing)
                     slot.pointee = .failure(ActorError.terminated)
                     return true
                 }, unregister: { _ in

@@ -69,10 +69,10 @@ public final class CoroutineActor<Message: Sendable, Reply: Sendable>: Sendable 
                                   defer { mailbox.terminate() }
                                   do {
                                       try body(mailbox)
-                                      mailbox.inHand = nil
+                                      mailbox.finishAtEnd()
                                   } catch {
                                       mailbox.inHand?.fail(error)
-                                      mailbox.inHand = nil
+                                      mailbox.finishAtEnd()
                                       throw error
                                   }
                               })
@@ -107,8 +107,12 @@ public final class CoroutineActor<Message: Sendable, Reply: Sendable>: Sendable 
     }
 }
 
-/// Terminates the mailbox of an actor whose coroutine never ran.
+/// Terminates the mailbox of an actor whose coroutine never ran; resumes a requester waiting
+/// directly for the actor when the actor suspends (`Mailbox` invariant 8).
 extension Mailbox: UnstartedObserver {
     @usableFromInline
     func coroutineNeverRan(_ error: any Error) { terminate() }
+
+    @usableFromInline
+    func coroutineLeavesDirectRequester(_ c: Coroutine) { giveUpDirectRequester(c) }
 }

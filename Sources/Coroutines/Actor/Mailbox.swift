@@ -1,5 +1,11 @@
 import Synchronization
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 // The mailbox of one actor: an unbounded FIFO queue of envelopes with one receiver, the actor's
 // coroutine (see <doc:Actors>). Posters run on any thread; the receiver, and a requester handing
 // a message straight to the idle actor, run on the actor's scheduler thread.
@@ -27,6 +33,29 @@ import Synchronization
 //      wake-up (the switch on the actor's thread, or the scheduler's incoming queue from another).
 //   6. Once closed (`terminate`), nothing is queued or handed again: a post fails, and a
 //      hand-off needs a waiting actor, which a terminated actor never is.
+//
+// ## Direct requests
+// A `request` from a coroutine on the actor's own scheduler thread, to an actor idle in this
+// mailbox, does not arm a wait of its own: it claims the actor's mailbox wait, hands it the
+// envelope and switches straight to it (`requestDirectly`). Its envelope's states are in
+// `Envelope.swift`.
+//   7. While such a requester waits, the actor's `directRequester` names it, and `direct` names
+//      its envelope until the actor parks with it answered; both are confined to that thread.
+//      The mailbox holds the envelope while `direct` names it (in `handed`, then `inHand`, or
+//      `spare`): `direct` is cleared before the mailbox lets go of it.
+//   8. The requester is resumed by the actor's thread, at the actor's next suspension or
+//      switch to another coroutine (`CoroutineScheduler.switchAway`, `switchDirect`), or at its
+//      end:
+//      parking in this mailbox with the envelope answered, the actor switches straight back to
+//      it; otherwise, answered, it is made ready to run next; not yet answered, it is *given up*
+//      (`giveUpDirectRequester`): its wait is armed and published in the envelope, and it is an
+//      ordinary waiter from then on — cancellable, woken by the answer. So a requester waits
+//      unarmed only while the actor runs without suspending: a cancellation meanwhile takes
+//      effect when it is given up, or not at all if the answer comes first (as for any wait
+//      completed before the cancellation was seen).
+//   9. Bounded, as hand-offs to the front of the run queue are: each direct request takes a turn
+//      of its scheduler's hand-off streak and direct budget (`takeDirectTurn`), and each direct
+//      switch back one of the direct budget; without one, the ordinary path is taken.
 
 /// The FIFO queue of a ``CoroutineActor``'s incoming messages, iterated by the actor's body:
 /// `for envelope in mailbox { … }`.
@@ -57,6 +86,12 @@ public final class Mailbox<Message: Sendable, Reply: Sendable>: @unchecked Senda
     /// The actor's coroutine, compared (never dereferenced) with the iterating coroutine: the
     /// parking protocol names that coroutine's epochs, so no other may iterate.
     @usableFromInline @exclusivity(unchecked) var owner: UnsafeMutableRawPointer?
+    /// The envelope of the requester waiting directly for the actor (invariant 7): unretained,
+    /// the mailbox holds it while this is set. Confined to the actor's scheduler thread.
+    @usableFromInline @exclusivity(unchecked) var direct: Unmanaged<Envelope<Message, Reply>>?
+    /// An answered direct envelope, kept for the next direct request (`Envelope` invariant 5).
+    /// Confined to the actor's scheduler thread.
+    @usableFromInline @exclusivity(unchecked) var spare: Envelope<Message, Reply>?
 
     init() {}
 
@@ -78,7 +113,7 @@ public final class Mailbox<Message: Sendable, Reply: Sendable>: @unchecked Senda
         /// across the suspension rather than retained.
         @inlinable
         public func next() -> Envelope<Message, Reply>? {
-            mailbox.inHand = nil   // the previous envelope: released (noReply if unanswered)
+            mailbox.finishInHand()   // the previous envelope: released (noReply if unanswered)
             do {
                 let envelope = try Coroutine.withCurrent { me in
                     if _slowPath(Unmanaged.passUnretained(me).toOpaque() != mailbox.owner) {
@@ -103,11 +138,21 @@ public final class Mailbox<Message: Sendable, Reply: Sendable>: @unchecked Senda
     func receive(_ actor: Coroutine) throws -> Envelope<Message, Reply> {
         while true {
             try actor.checkInterrupts()
-            if queued.load(ordering: .relaxed) > 0, let envelope = takeQueued() { return envelope }
+            if queued.load(ordering: .relaxed) > 0 {
+                // More to handle before parking: a direct requester runs after this turn.
+                if _slowPath(actor.directRequester != nil) { giveUpDirectRequester(actor) }
+                if let envelope = takeQueued() { return envelope }
+            }
             // Invariant 2: name the epoch about to be armed (the actor runs, so its epoch is even
             // and only it can arm it).
             let armed = actor.epoch.load(ordering: .relaxed) &+ 1
             parkedEpoch.store(armed, ordering: .relaxed)
+            if let d = direct,
+               d._withUnsafeGuaranteedRef({ $0.state.load(ordering: .acquiring) }) == EnvelopeState.answered {
+                // Invariant 8: parking with the direct request answered switches straight back.
+                direct = nil
+                actor.switchesBackToRequester = true
+            }
             do {
                 try actor.wait(.channel, registerEpoch: { epoch in
                     assert(epoch == armed, "internal inconsistency: a mailbox wait armed an unexpected epoch")
@@ -117,6 +162,7 @@ public final class Mailbox<Message: Sendable, Reply: Sendable>: @unchecked Senda
             } catch {
                 // Interrupted, perhaps before `armed` was armed: a later wait may arm it.
                 parkedEpoch.store(0, ordering: .relaxed)
+                giveUpDirectRequester(actor)
                 throw error
             }
             if let envelope = handed.take() { return envelope }
@@ -157,19 +203,116 @@ public final class Mailbox<Message: Sendable, Reply: Sendable>: @unchecked Senda
         return true
     }
 
-    /// Hands a request's envelope straight to `actor` if it waits in the mailbox with nothing
-    /// queued, and makes it ready to run next (``CoroutineScheduler/makeReadyNext(_:)``): the
-    /// calling coroutine, on the actor's scheduler, switches straight to it when it suspends.
-    /// Returns false, creating no envelope, otherwise. Called on the requester's scheduler thread
-    /// after it saw the actor placed on the same scheduler; a pool actor that started elsewhere
-    /// meanwhile is still woken correctly, through its own scheduler's incoming queue.
+    /// Hands a request's message straight to `actor` if it waits in this mailbox, with nothing
+    /// queued, on the calling coroutine's own thread, and switches to it without arming a wait
+    /// (invariants 7–9). Returns true once the requester is resumed with its answer in `slot`;
+    /// returns false, having done nothing, if the actor is not idle here or the scheduler's
+    /// hand-off budget is spent: the caller then takes the ordinary path.
+    /// - Throws: `CancellationError` or `CoroutineError.timedOut`, if the requester was given up
+    ///   and its wait then interrupted.
     @inlinable
-    func handOff(_ message: Message, requester: Coroutine, epoch: UInt64,
-                 slot: UnsafeMutablePointer<Result<Reply, any Error>?>, to actor: Coroutine) -> Bool {
-        guard queued.load(ordering: .relaxed) == 0, claimWaiting(actor) else { return false }
-        handed = Envelope(message, requester: requester, epoch: epoch, slot: slot, isHandOff: true)
-        actor.wakeClaimedNext()
+    func requestDirectly(_ message: Message, requester me: Coroutine,
+                         slot: UnsafeMutablePointer<Result<Reply, any Error>?>, actor: Coroutine) throws -> Bool {
+        guard queued.load(ordering: .relaxed) == 0 else { return false }
+        let e = actor.epoch.load(ordering: .sequentiallyConsistent)
+        // Waiting in this mailbox, the actor has started: its placement is final, and was written
+        // before the arm this load saw.
+        guard e & 1 == 1, parkedEpoch.load(ordering: .relaxed) == e,
+              actor.placement.toOpaque() == me.placement.toOpaque(),
+              me.placement._withUnsafeGuaranteedRef({ $0.takeDirectTurn() }),
+              actor.tryClaim(epoch: e) else { return false }
+        // Claimed: nothing else resumes the actor, so its side of the mailbox is this thread's.
+        let envelope = spare.take() ?? Envelope()
+        envelope.prepareDirect(message, requester: me, slot: slot)
+        let u = Unmanaged.passUnretained(envelope)
+        direct = u
+        handed = consume envelope   // invariant 5: the actor takes it when it resumes
+        actor.directRequester = Unmanaged.passUnretained(me)
+        let before = me.epoch.load(ordering: .relaxed)
+        me.placement._withUnsafeGuaranteedRef { $0.switchDirect(from: me, to: actor) }
+        // Resumed: answered, or given up (its epoch moved: armed, then claimed).
+        if _slowPath(me.epoch.load(ordering: .relaxed) != before) { try resumeGivenUp(requester: me) }
         return true
+    }
+
+    /// A given-up direct requester, resumed as an ordinary waiter: returns if it was answered,
+    /// else throws the interrupt that woke it.
+    @usableFromInline
+    func resumeGivenUp(requester me: Coroutine) throws {
+        switch me.wakeReason {
+        case .completed: return
+        case .cancelled: throw CancellationError()
+        case .timedOut: throw me.timedOutError()
+        }
+    }
+
+    /// Resumes the requester waiting directly for `actor` (invariant 8): made ready to run next if
+    /// its envelope is answered; else armed, published in the envelope and left to the answer, an
+    /// ordinary waiter. On the actor's scheduler thread, while the mailbox holds the envelope.
+    @usableFromInline
+    func giveUpDirectRequester(_ actor: Coroutine) {
+        guard let requester = actor.directRequester else { return }
+        actor.directRequester = nil
+        actor.switchesBackToRequester = false
+        guard let u = direct.take() else {
+            // Answered: `receive` let go of the envelope as the actor was parking.
+            requester._withUnsafeGuaranteedRef { $0.wakeClaimedNext() }
+            return
+        }
+        u._withUnsafeGuaranteedRef { envelope in
+            requester._withUnsafeGuaranteedRef { r in
+                var s = envelope.state.load(ordering: .acquiring)
+                if s == EnvelopeState.unanswered {
+                    let (won, now) = envelope.state.compareExchange(expected: s, desired: EnvelopeState.arming,
+                                                                    ordering: .acquiringAndReleasing)
+                    if won {
+                        // Envelope invariant 4: the requester is retained, armed, then published.
+                        _ = Unmanaged.passUnretained(r).retain()
+                        envelope.retainsRequester = true
+                        let e = r.armEpoch()
+                        envelope.state.store(e, ordering: .sequentiallyConsistent)
+                        // A cancellation while it waited unarmed found nothing to claim. Dekker's
+                        // pattern with `Coroutine.cancel` (flag, then epoch; here arm, then flag).
+                        if r.hasPendingInterrupt { r.interruptWait(r.isCancelled ? .cancelled : .timedOut) }
+                        return
+                    }
+                    s = now   // answered from another thread meanwhile
+                }
+                if s == EnvelopeState.answering {
+                    let (left, _) = envelope.state.compareExchange(expected: s, desired: EnvelopeState.answeringWakes,
+                                                                   ordering: .acquiringAndReleasing)
+                    if left { return }   // the answerer wakes it (Envelope invariant 3)
+                }
+                r.wakeClaimedNext()
+            }
+        }
+    }
+
+    /// Lets go of the envelope the body handled last (at the next iteration, or the body's end):
+    /// a direct envelope nobody else holds is answered (`noReply` if need be) and kept for reuse;
+    /// one the body kept settles its direct requester first (invariant 7). Actor's coroutine only.
+    @inlinable
+    func finishInHand() {
+        // Compared without a reference of its own, which would make it look shared.
+        if let d = direct, inHand.map({ Unmanaged.passUnretained($0).toOpaque() }) == d.toOpaque() {
+            if isKnownUniquelyReferenced(&inHand) {
+                d._withUnsafeGuaranteedRef { envelope in
+                    if !EnvelopeState.isDecided(envelope.state.load(ordering: .acquiring)) { envelope.answerNoReply() }
+                    envelope.clearForReuse()
+                }
+                spare = inHand.take()
+                return
+            }
+            Unmanaged<Coroutine>.fromOpaque(owner.unsafelyUnwrapped)._withUnsafeGuaranteedRef { giveUpDirectRequester($0) }
+        }
+        inHand = nil
+    }
+
+    /// The actor's body has ended: lets go of the envelope in hand and resumes a requester still
+    /// waiting directly.
+    func finishAtEnd() {
+        finishInHand()
+        if let owner { Unmanaged<Coroutine>.fromOpaque(owner)._withUnsafeGuaranteedRef { giveUpDirectRequester($0) } }
     }
 
     /// Claims `actor`'s mailbox wait, if it is in one. Any thread.

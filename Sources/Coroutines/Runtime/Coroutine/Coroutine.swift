@@ -58,6 +58,16 @@ public final class Coroutine: @unchecked Sendable, Hashable, CustomStringConvert
     /// Whether the coroutine was switched to at least once (the first switch enters the
     /// trampoline and uses `ccoro_switch_jump`). Confined to the scheduler's thread.
     @exclusivity(unchecked) var hasRun = false
+    /// Set by an actor's mailbox as the actor parks in it with the request of its
+    /// `directRequester` answered: the suspension switches straight back to that requester
+    /// (`Mailbox` invariant 8). Confined to the scheduler's thread.
+    @usableFromInline @exclusivity(unchecked) var switchesBackToRequester = false
+
+    /// The requester waiting directly for this coroutine, an actor's (`Mailbox` invariant 7):
+    /// its suspension then switches back to it, or resumes or gives it up first
+    /// (``CoroutineScheduler/switchAway(from:)``). Not retained: it cannot end before it is
+    /// resumed. Confined to the scheduler's thread.
+    @usableFromInline @exclusivity(unchecked) var directRequester: Unmanaged<Coroutine>?
 
     /// The name given at launch, used by `dumpAll()`, errors and the stack-overflow report.
     public let name: String?
@@ -75,7 +85,8 @@ public final class Coroutine: @unchecked Sendable, Hashable, CustomStringConvert
     /// Told when the body never runs (the promise of `Coroutine.async`, runBlocking's result).
     /// Not retained: every observer is captured by `body`, which keeps it alive for as long as
     /// it can be told (`finishUnstarted` tells it before letting the body go). Once the body
-    /// has been taken to run, this is never read again.
+    /// has been taken to run, it is read again only while `directRequester` is set (an
+    /// actor's mailbox, alive while its body runs).
     unowned(unsafe) let unstartedObserver: (any UnstartedObserver)?
 
     // MARK: Confined to the scheduler's thread
@@ -445,8 +456,18 @@ enum WakeReason: UInt8 {
 }
 
 /// Told when a coroutine finishes without running its body (cancelled before start, stopped
-/// scheduler, no stack).
+/// scheduler, no stack); and, for an actor's coroutine (whose observer is its ``Mailbox``), when
+/// it suspends while a requester waits directly for it.
 @usableFromInline
 protocol UnstartedObserver: AnyObject, Sendable {
     func coroutineNeverRan(_ error: any Error)
+    /// `c`, whose `directRequester` is set, suspends or switches straight to another coroutine
+    /// without switching back to it: resumes or gives up that requester (`Mailbox` invariant 8).
+    /// On `c`'s scheduler thread.
+    func coroutineLeavesDirectRequester(_ c: Coroutine)
+}
+
+extension UnstartedObserver {
+    @usableFromInline
+    func coroutineLeavesDirectRequester(_ c: Coroutine) {}
 }

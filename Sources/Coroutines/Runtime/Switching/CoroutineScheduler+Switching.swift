@@ -30,6 +30,22 @@ extension CoroutineScheduler {
     func switchAway(from c: Coroutine) {
         let r = c.record.unsafelyUnwrapped
         checkStack(of: c, r)
+        // An actor with a requester waiting directly for it: back to that requester, or resume it
+        // or give it up first (`Mailbox` invariant 8).
+        if _slowPath(c.directRequester != nil) {
+            if c.switchesBackToRequester, directBudget > 0 {
+                directBudget -= 1
+                let requester = c.directRequester.unsafelyUnwrapped
+                c.directRequester = nil
+                c.switchesBackToRequester = false
+                requester._withUnsafeGuaranteedRef { next in
+                    next.wakeReason = .completed
+                    transfer(from: r, to: next)
+                }
+                return
+            }
+            c.unstartedObserver.unsafelyUnwrapped.coroutineLeavesDirectRequester(c)
+        }
         if directBudget > 0, let next = takeDirectSuccessor() {
             directBudget -= 1
             prefetchAhead()
@@ -44,6 +60,41 @@ extension CoroutineScheduler {
         switchContext(from: &r.pointee.context, to: &loop.pointee.context,
                       target: (loop.pointee.fiber, UnsafeRawPointer(loop.pointee.stack.base), loop.pointee.stack.size),
                       fakeStack: &r.pointee.fake_stack)
+    }
+
+    /// Suspends the running coroutine `c`, a direct requester (`Mailbox` invariant 7): unarmed,
+    /// resumed only by this thread, and switches straight to `next`, the actor whose mailbox wait
+    /// `c` claimed. Returns when `c` is resumed. On this scheduler's thread.
+    @usableFromInline
+    func switchDirect(from c: Coroutine, to next: Coroutine) {
+        c.waitKindValue.store(WaitKind.actorRequest.rawValue, ordering: .relaxed)
+        c.status = .suspended
+        let r = c.record.unsafelyUnwrapped
+        checkStack(of: c, r)
+        // `c` is itself an actor with a requester waiting directly: it leaves without parking.
+        if _slowPath(c.directRequester != nil) { c.unstartedObserver.unsafelyUnwrapped.coroutineLeavesDirectRequester(c) }
+        next.wakeReason = .completed
+        transfer(from: r, to: next)
+        c.waitKindValue.store(WaitKind.none.rawValue, ordering: .relaxed)
+    }
+
+    /// Takes a turn for a direct request (`Mailbox` invariant 9): one of the ``handoffLimit``
+    /// hand-offs in a row (as ``makeReadyNext(_:)`` counts them) and one of the direct budget
+    /// (the switches without a turn of the loop). False, taking nothing, when either is spent,
+    /// and the streak starts again. On this scheduler's thread.
+    @usableFromInline
+    func takeDirectTurn() -> Bool {
+        guard directBudget > 0 else { return false }
+        let switches = switchCount.load(ordering: .relaxed)
+        if switches &- lastHandoffSwitch > 2 { handoffStreak = 0 }   // others ran in between
+        lastHandoffSwitch = switches
+        guard handoffStreak < Self.handoffLimit else {
+            handoffStreak = 0
+            return false
+        }
+        handoffStreak += 1
+        directBudget -= 1
+        return true
     }
 
     /// The head of the run queue, taken off, if it is a coroutine that can run at once (a
