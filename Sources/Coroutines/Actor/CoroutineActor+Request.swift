@@ -10,14 +10,17 @@ extension CoroutineActor {
     /// ``ActorError/noReply``, the body's error or ``ActorError/terminated`` — without a promise.
     ///
     /// **Direct hand-off.** When the actor is idle (waiting for a message) on the caller's own
-    /// scheduler, the caller switches straight to the actor's coroutine, and the reply switches
-    /// straight back as soon as the actor waits for its next message: each goes to the front of the
-    /// run queue instead of the back, as Go's `runnext` (runtime `proc.go`). This is a stated
-    /// exception to FIFO wake-up order (<doc:ThreadsSchedulersAndCoroutines>): coroutines already
-    /// queued run after the round trip. It is bounded: after 32 such hand-offs in a row one goes to
-    /// the back, so a requester and an actor answering each other cannot starve the queue. To a
-    /// busy actor, or to one on another scheduler, the message is queued and the caller woken as
-    /// for any suspension.
+    /// scheduler, the caller switches straight to the actor's coroutine without arming a wait of
+    /// its own, and the actor, once it waits for its next message with the answer given, switches
+    /// straight back: no trip through the run queue, as Go's `runnext` slot (runtime `proc.go`).
+    /// This is a stated exception to FIFO wake-up order (<doc:ThreadsSchedulersAndCoroutines>):
+    /// coroutines already queued run after the round trip. It is bounded: after 32 such hand-offs
+    /// in a row, or 64 switches without a turn of the scheduler's loop, a request takes the
+    /// ordinary path, so a requester and an actor answering each other cannot starve the
+    /// scheduler. If the actor suspends while handling the message, switches to another
+    /// coroutine or ends, the caller becomes an ordinary waiter then (cancellable, woken by the
+    /// answer). To a busy actor, or to one on another scheduler, the message is queued and the
+    /// caller woken as for any suspension. (`Mailbox.swift` has the invariants.)
     ///
     /// - Parameter message: The message.
     /// - Returns: The actor's reply.
@@ -27,7 +30,8 @@ extension CoroutineActor {
     ///   message; ``ActorError/requestFromItself`` when called by the actor's own coroutine;
     ///   `CancellationError` if the caller is (or becomes) cancelled, `CoroutineError.timedOut`
     ///   inside an expiring `withTimeout` — the message stays queued and is still handled, its
-    ///   answer dropped; `CoroutineError.notInCoroutine` outside a coroutine.
+    ///   answer dropped (during a direct hand-off, only once the actor has suspended: see
+    ///   <doc:Actors>); `CoroutineError.notInCoroutine` outside a coroutine.
     /// - Suspends: yes, until the answer; resumes on the caller's own scheduler.
     /// - Complexity: O(1) amortised, plus the actor's handling.
     /// - Thread-safety: any coroutine, on any scheduler.

@@ -30,8 +30,9 @@ extension CoroutineScheduler {
     }
 
     /// Makes `c` (whose suspension was claimed) ready to run *next*, before everything in the run
-    /// queue, when called on this scheduler's own thread: the hand-off of `CoroutineActor.request`
-    /// (the caller switches to the idle actor, the reply switches back), as Go's `runnext` slot
+    /// queue, when called on this scheduler's own thread: the requester of a direct
+    /// `CoroutineActor.request`, resumed by its actor when the actor did not switch straight back
+    /// to it (`Mailbox` invariant 8), as Go's `runnext` slot
     /// (runtime `proc.go`, `runqput` with `next`). A stated exception to FIFO wake-up order
     /// (<doc:ThreadsSchedulersAndCoroutines>), bounded: after ``handoffLimit`` hand-offs in a row
     /// one goes to the back, so a pair handing off to each other cannot starve the queue. "In a
