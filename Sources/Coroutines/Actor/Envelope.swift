@@ -40,9 +40,6 @@ import Darwin
 //      so no armed epoch exists while an answer writes the slot, and once the epoch is published
 //      the requester is retained by the envelope (as a queued request's), since a canceller may
 //      then resume it, and it may end, before the answer claims it.
-//   5. A direct envelope is reused by its mailbox when the actor's loop finds it uniquely
-//      referenced (`Mailbox.finishInHand`): answered (`noReply` if need be), its message and
-//      requester cleared. Nobody else holds it then, so nobody sees it change.
 
 /// A message sent to a ``CoroutineActor``, with the means to answer its sender.
 ///
@@ -54,30 +51,33 @@ import Darwin
 ///   handed it to other work).
 public final class Envelope<Message: Sendable, Reply: Sendable>: @unchecked Sendable {
     // Thread-safety: the fields other than `state` are written before the envelope is handed to
-    // the actor (or, when a mailbox reuses it, while nobody else holds it: invariant 5), and only
-    // read afterwards.
+    // the actor and only read afterwards, except `retainsRequester`, set by the actor's thread
+    // before it publishes an armed epoch (invariant 4) and read by the deinit.
 
     /// The message.
-    public var message: Message { storedMessage.unsafelyUnwrapped }
-    @usableFromInline @exclusivity(unchecked) var storedMessage: Message?
-    @usableFromInline @exclusivity(unchecked) var promise: Promise<Reply>?
+    public let message: Message
+    @usableFromInline let promise: Promise<Reply>?
     /// The requester of a `request`; answering borrows it. Retained by the envelope if
     /// `retainsRequester` (a queued request: the requester may be cancelled and end while the
     /// message waits). A direct requester is not: it cannot end before it is resumed.
-    @usableFromInline @exclusivity(unchecked) var requester: Unmanaged<Coroutine>?
-    @usableFromInline @exclusivity(unchecked) var retainsRequester = false
-    @usableFromInline @exclusivity(unchecked) var slot: UnsafeMutablePointer<Result<Reply, any Error>?>?
+    @usableFromInline let requester: Unmanaged<Coroutine>?
+    @usableFromInline @exclusivity(unchecked) var retainsRequester: Bool
+    @usableFromInline let slot: UnsafeMutablePointer<Result<Reply, any Error>?>?
     /// Whether the message was handed straight to the idle actor on the requester's thread, so
     /// that an answer to its requester, once given up and armed, wakes it at the front of the run
     /// queue (``CoroutineScheduler/makeReadyNext(_:)``).
-    @usableFromInline @exclusivity(unchecked) var isHandOff = false
+    @usableFromInline let isHandOff: Bool
     /// See the states at the top of this file.
     @usableFromInline let state = Atomic<UInt64>(EnvelopeState.unanswered)
 
     @inlinable
     init(_ message: Message, _ promise: Promise<Reply>) {
-        storedMessage = message
+        self.message = message
         self.promise = promise
+        requester = nil
+        retainsRequester = false
+        slot = nil
+        isHandOff = false
     }
 
     /// An envelope of ``CoroutineActor/request(_:)`` whose requester waits armed at `epoch`: the
@@ -85,34 +85,25 @@ public final class Envelope<Message: Sendable, Reply: Sendable>: @unchecked Send
     @inlinable
     init(_ message: Message, requester: Coroutine, epoch: UInt64,
          slot: UnsafeMutablePointer<Result<Reply, any Error>?>) {
-        storedMessage = message
+        self.message = message
+        promise = nil
         self.requester = Unmanaged.passRetained(requester)
         retainsRequester = true
         self.slot = slot
+        isHandOff = false
         state.store(epoch, ordering: .relaxed)
     }
 
-    /// An envelope of a direct request, for ``prepareDirect(_:requester:slot:)``.
+    /// An envelope of a direct request: its requester waits unarmed (`Mailbox` invariant 7), and
+    /// the envelope does not retain it.
     @inlinable
-    init() {}
-
-    /// Fills a new or reused envelope for a requester that waits directly (unarmed). The caller
-    /// holds the only reference (invariant 5).
-    @inlinable
-    func prepareDirect(_ message: Message, requester: Coroutine, slot: UnsafeMutablePointer<Result<Reply, any Error>?>) {
-        storedMessage = message
-        self.requester = Unmanaged.passUnretained(requester)
+    init(_ message: Message, directRequester: Coroutine, slot: UnsafeMutablePointer<Result<Reply, any Error>?>) {
+        self.message = message
+        promise = nil
+        requester = Unmanaged.passUnretained(directRequester)
+        retainsRequester = false
         self.slot = slot
         isHandOff = true
-        state.store(EnvelopeState.unanswered, ordering: .relaxed)
-    }
-
-    /// Clears an answered direct envelope for reuse (invariant 5): the message is released now,
-    /// not when the envelope is next used. (The requester stays: its actor's thread may still
-    /// have to resume it.)
-    @inlinable
-    func clearForReuse() {
-        storedMessage = nil
     }
 
     deinit {

@@ -40,9 +40,10 @@ import Darwin
 // envelope and switches straight to it (`requestDirectly`). Its envelope's states are in
 // `Envelope.swift`.
 //   7. While such a requester waits, the actor's `directRequester` names it, and `direct` names
-//      its envelope until the actor parks with it answered; both are confined to that thread.
-//      The mailbox holds the envelope while `direct` names it (in `handed`, then `inHand`, or
-//      `spare`): `direct` is cleared before the mailbox lets go of it.
+//      its envelope until the envelope is answered and let go; both are confined to that thread.
+//      The mailbox holds the envelope while `direct` names it (in `handed`, then `inHand`):
+//      `direct` is cleared before the mailbox lets go of it. `directRequester` set with `direct`
+//      nil means: answered.
 //   8. The requester is resumed by the actor's thread, at the actor's next suspension or
 //      switch to another coroutine (`CoroutineScheduler.switchAway`, `switchDirect`), or at its
 //      end:
@@ -89,9 +90,6 @@ public final class Mailbox<Message: Sendable, Reply: Sendable>: @unchecked Senda
     /// The envelope of the requester waiting directly for the actor (invariant 7): unretained,
     /// the mailbox holds it while this is set. Confined to the actor's scheduler thread.
     @usableFromInline @exclusivity(unchecked) var direct: Unmanaged<Envelope<Message, Reply>>?
-    /// An answered direct envelope, kept for the next direct request (`Envelope` invariant 5).
-    /// Confined to the actor's scheduler thread.
-    @usableFromInline @exclusivity(unchecked) var spare: Envelope<Message, Reply>?
 
     init() {}
 
@@ -147,11 +145,17 @@ public final class Mailbox<Message: Sendable, Reply: Sendable>: @unchecked Senda
             // and only it can arm it).
             let armed = actor.epoch.load(ordering: .relaxed) &+ 1
             parkedEpoch.store(armed, ordering: .relaxed)
-            if let d = direct,
-               d._withUnsafeGuaranteedRef({ $0.state.load(ordering: .acquiring) }) == EnvelopeState.answered {
-                // Invariant 8: parking with the direct request answered switches straight back.
-                direct = nil
-                actor.switchesBackToRequester = true
+            if _slowPath(actor.directRequester != nil) {
+                // Invariant 8: parking with the direct request answered switches straight back
+                // (`direct` is nil once `finishInHand` let go of the answered envelope).
+                if let d = direct {
+                    if d._withUnsafeGuaranteedRef({ $0.state.load(ordering: .acquiring) }) == EnvelopeState.answered {
+                        direct = nil
+                        actor.switchesBackToRequester = true
+                    }
+                } else {
+                    actor.switchesBackToRequester = true
+                }
             }
             do {
                 try actor.wait(.channel, registerEpoch: { epoch in
@@ -222,8 +226,7 @@ public final class Mailbox<Message: Sendable, Reply: Sendable>: @unchecked Senda
               me.placement._withUnsafeGuaranteedRef({ $0.takeDirectTurn() }),
               actor.tryClaim(epoch: e) else { return false }
         // Claimed: nothing else resumes the actor, so its side of the mailbox is this thread's.
-        let envelope = spare.take() ?? Envelope()
-        envelope.prepareDirect(message, requester: me, slot: slot)
+        let envelope = Envelope<Message, Reply>(message, directRequester: me, slot: slot)
         let u = Unmanaged.passUnretained(envelope)
         direct = u
         handed = consume envelope   // invariant 5: the actor takes it when it resumes
@@ -288,19 +291,19 @@ public final class Mailbox<Message: Sendable, Reply: Sendable>: @unchecked Senda
         }
     }
 
-    /// Lets go of the envelope the body handled last (at the next iteration, or the body's end):
-    /// a direct envelope nobody else holds is answered (`noReply` if need be) and kept for reuse;
-    /// one the body kept settles its direct requester first (invariant 7). Actor's coroutine only.
+    /// Lets go of the envelope the body handled last (at the next iteration, or the body's end).
+    /// A direct envelope nobody else holds is released here (answering `noReply` if need be), so
+    /// its requester is answered; one the body kept settles its direct requester first, while
+    /// the envelope is surely alive (invariant 7). Actor's coroutine only.
     @inlinable
     func finishInHand() {
         // Compared without a reference of its own, which would make it look shared.
         if let d = direct, inHand.map({ Unmanaged.passUnretained($0).toOpaque() }) == d.toOpaque() {
-            if isKnownUniquelyReferenced(&inHand) {
-                d._withUnsafeGuaranteedRef { envelope in
-                    if !EnvelopeState.isDecided(envelope.state.load(ordering: .acquiring)) { envelope.answerNoReply() }
-                    envelope.clearForReuse()
-                }
-                spare = inHand.take()
+            // Answered, or released now (its deinit answers noReply on this thread): answered.
+            if d._withUnsafeGuaranteedRef({ $0.state.load(ordering: .acquiring) }) == EnvelopeState.answered
+                || isKnownUniquelyReferenced(&inHand) {
+                direct = nil
+                inHand = nil
                 return
             }
             Unmanaged<Coroutine>.fromOpaque(owner.unsafelyUnwrapped)._withUnsafeGuaranteedRef { giveUpDirectRequester($0) }

@@ -157,8 +157,8 @@ struct ActorDirectRequestTests {
                              "\(Refused())", "\(ActorError.terminated)"])
     }
 
-    @Test("the message of a direct request is released by the actor's next iteration, though the mailbox reuses the envelope")
-    func reusedEnvelopeReleasesItsMessage() async throws {
+    @Test("the message of a direct request is released by the actor's next iteration, before its requester resumes")
+    func directRequestReleasesItsMessage() async throws {
         let releasedAfterEach = try await Kit.run { () -> [Int] in
             let released = Kit.Counter()
             let actor = CoroutineActor<Kit.Tracker, Int>(on: CoroutineScheduler.current) { mailbox in
@@ -178,6 +178,50 @@ struct ActorDirectRequestTests {
             return counts
         }
         #expect(releasedAfterEach == [1, 2, 3, 4])
+    }
+
+    /// A weak reference to an envelope, as a registry of pending work would keep.
+    final class WeakEnvelope: @unchecked Sendable {
+        weak var envelope: Envelope<Pending, Int>?
+        init(_ e: Envelope<Pending, Int>) { envelope = e }
+    }
+
+    enum Pending: Sendable { case work(Int), failPending }
+
+    @Test("an envelope the actor references only weakly is gone after the next iteration, and never stands for a later request")
+    func weakReferenceNeverSeesALaterRequest() async throws {
+        let outcome = try await Kit.run { () -> [String] in
+            let actor = CoroutineActor<Pending, Int>(on: CoroutineScheduler.current) { mailbox in
+                var pending: [WeakEnvelope] = []   // weak: an answered envelope is not kept alive
+                for envelope in mailbox {
+                    switch envelope.message {
+                    case .work(let n):
+                        pending.append(WeakEnvelope(envelope))
+                        envelope.reply(n)
+                    case .failPending:
+                        // Fails every envelope still alive and unanswered: none, the earlier ones
+                        // were answered and released.
+                        var failed = 0
+                        for w in pending {
+                            if let e = w.envelope, !e.isAnswered { e.fail(Refused()); failed += 1 }
+                        }
+                        pending.removeAll()
+                        envelope.reply(failed)
+                    }
+                }
+            }
+            defer { actor.cancel() }
+            var outcome: [String] = []
+            _ = try actor.request(.failPending)   // the actor now waits for its next message
+            outcome.append("work -> \(try actor.request(.work(7)))")
+            do {
+                outcome.append("failPending -> \(try actor.request(.failPending))")
+            } catch {
+                outcome.append("failPending threw \(error)")
+            }
+            return outcome
+        }
+        #expect(outcome == ["work -> 7", "failPending -> 0"])
     }
 
     @Test("a requester waiting on an actor that waits directly on another actor, which suspends, is cancelled at once, and both actors go on answering")
