@@ -14,7 +14,7 @@ extension CoroutineActor {
     /// its own, and the actor, once it waits for its next message with the answer given, switches
     /// straight back: no trip through the run queue, as Go's `runnext` slot (runtime `proc.go`).
     /// This is a stated exception to FIFO wake-up order (<doc:ThreadsSchedulersAndCoroutines>):
-    /// coroutines already queued run after the round trip. It is bounded: after 32 such hand-offs
+    /// coroutines already queued run after the round trip. It is bounded: after 32 direct requests
     /// in a row, or 64 switches without a turn of the scheduler's loop, a request takes the
     /// ordinary path, so a requester and an actor answering each other cannot starve the
     /// scheduler. If the actor suspends while handling the message, switches to another

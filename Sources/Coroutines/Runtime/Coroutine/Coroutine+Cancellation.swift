@@ -6,7 +6,10 @@ extension Coroutine {
     /// If the coroutine is suspended in any suspending operation it is woken and that operation
     /// throws `CancellationError`; every later suspending operation throws at once. If a peer had
     /// already completed the operation, the operation returns normally and the cancellation is
-    /// seen at the next suspending call (see <doc:Cancellation>). A coroutine cancelled before it started never
+    /// seen at the next suspending call (see <doc:Cancellation>). One exception: a
+    /// ``CoroutineActor/request(_:)`` handed directly to an idle actor on the caller's scheduler
+    /// is woken only once the actor suspends, switches away or ends, unless it answered first
+    /// (<doc:Actors>). A coroutine cancelled before it started never
     /// runs its body and finishes with `CancellationError`. Cancelling a finished coroutine does
     /// nothing.
     ///
