@@ -138,14 +138,14 @@ public final class Mailbox<Message: Sendable, Reply: Sendable>: @unchecked Senda
             try actor.checkInterrupts()
             if queued.load(ordering: .relaxed) > 0 {
                 // More to handle before parking: a direct requester runs after this turn.
-                if _slowPath(actor.directRequester != nil) { giveUpDirectRequester(actor) }
+                if _slowPath(actor.hasDirectRequester) { giveUpDirectRequester(actor) }
                 if let envelope = takeQueued() { return envelope }
             }
             // Invariant 2: name the epoch about to be armed (the actor runs, so its epoch is even
             // and only it can arm it).
             let armed = actor.epoch.load(ordering: .relaxed) &+ 1
             parkedEpoch.store(armed, ordering: .relaxed)
-            if _slowPath(actor.directRequester != nil) {
+            if _slowPath(actor.hasDirectRequester) {
                 // Invariant 8: parking with the direct request answered switches straight back
                 // (`direct` is nil once `finishInHand` let go of the answered envelope).
                 if let d = direct {

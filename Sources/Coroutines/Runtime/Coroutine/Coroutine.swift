@@ -62,12 +62,17 @@ public final class Coroutine: @unchecked Sendable, Hashable, CustomStringConvert
     /// `directRequester` answered: the suspension switches straight back to that requester
     /// (`Mailbox` invariant 8). Confined to the scheduler's thread.
     @usableFromInline @exclusivity(unchecked) var switchesBackToRequester = false
+    /// Whether `directRequester` is set: tested by every suspension, so kept in the object's
+    /// first cache line (the pointer is not). Confined to the scheduler's thread.
+    @usableFromInline @exclusivity(unchecked) var hasDirectRequester = false
 
     /// The requester waiting directly for this coroutine, an actor's (`Mailbox` invariant 7):
     /// its suspension then switches back to it, or resumes or gives it up first
     /// (``CoroutineScheduler/switchAway(from:)``). Not retained: it cannot end before it is
     /// resumed. Confined to the scheduler's thread.
-    @usableFromInline @exclusivity(unchecked) var directRequester: Unmanaged<Coroutine>?
+    @usableFromInline @exclusivity(unchecked) var directRequester: Unmanaged<Coroutine>? {
+        didSet { hasDirectRequester = directRequester != nil }
+    }
 
     /// The name given at launch, used by `dumpAll()`, errors and the stack-overflow report.
     public let name: String?
