@@ -1,11 +1,5 @@
 import Synchronization
 
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
-
 // The mailbox of one actor: an unbounded FIFO queue of envelopes with one receiver, the actor's
 // coroutine (see <doc:Actors>). Posters run on any thread; the receiver, and a requester handing
 // a message straight to the idle actor, run on the actor's scheduler thread.
