@@ -9,7 +9,9 @@
 // * Registers. Three contexts, main and two coroutines A and B made by ccoro_make, switch among
 //   themselves 10^6 times in all: in phases of 1,000 switches, the cycle main -> A -> B -> main,
 //   the reverse cycle main -> B -> A -> main, and a pseudo-random order; every ordered pair occurs
-//   through both ccoro_switch and ccoro_switch_jump. Before each switch the side that switches
+//   through ccoro_switch, ccoro_switch_jump and ccoro_switch_swap. A swap goes through a context
+//   word of its own holding the target's stack pointer; the side it resumes first moves the
+//   switching side's stack pointer from there to that side's context (take_swapped). Before each switch the side that switches
 //   away loads values of its own (different for every switch) into every callee-saved register
 //   (reg_names), and one of two values of its own into each floating-point control register
 //   (controls; control k takes bit k of the switch's number to choose, so that the combinations
@@ -49,6 +51,7 @@
 typedef struct ccoro_context { void *sp; } ccoro_context;
 void ccoro_switch(ccoro_context *from, const ccoro_context *to);
 void ccoro_switch_jump(ccoro_context *from, const ccoro_context *to);
+void ccoro_switch_swap(ccoro_context *ctx, const ccoro_context *unused);   // reads only its first argument
 void ccoro_make(ccoro_context *ctx, void *stack_top, void (*entry)(void *), void *arg);
 void ccoro_trampoline(void);   // the first frame of every fresh stack
 
@@ -75,7 +78,7 @@ typedef struct held { uint64_t reg[NREGS]; uint64_t ctl[NCTLS]; uint64_t sp; } h
 struct switch_args {
   held *in;                 // +0: the values to load; the asm stores the stack pointer at the call in in->sp
   held *out;                // +8: what the registers hold when the switch has returned
-  void (*fn)(ccoro_context *, const ccoro_context *);   // +16: ccoro_switch or ccoro_switch_jump
+  void (*fn)(ccoro_context *, const ccoro_context *);   // +16: ccoro_switch, ccoro_switch_jump or ccoro_switch_swap
   ccoro_context *from;      // +24
   const ccoro_context *to;  // +32
 };
@@ -137,7 +140,22 @@ static context contexts[NCTX];
 
 static int running = MAIN;       // the context that was switched to last
 static uint64_t switches;        // switches so far
-static uint64_t pairs[NCTX][NCTX][2];   // switches from, to, through ccoro_switch_jump
+enum { VIA_SWITCH, VIA_JUMP, VIA_SWAP, VIAS };
+static const char *const via_names[VIAS] = { "ccoro_switch", "ccoro_switch_jump", "ccoro_switch_swap" };
+static void (*const via_fns[VIAS])(ccoro_context *, const ccoro_context *) = {
+  ccoro_switch, ccoro_switch_jump, ccoro_switch_swap,
+};
+static uint64_t pairs[NCTX][NCTX][VIAS];   // switches from, to, through which function
+static ccoro_context swapped;              // a swap's context word
+static int swapped_from = -1;              // the side whose stack pointer `swapped` holds, if any
+
+// The first thing a resumed or fresh context does: after a swap, the side that switched away
+// saved its stack pointer in `swapped`; it belongs in that side's context.
+static void take_swapped(void) {
+  if (swapped_from < 0) return;
+  contexts[swapped_from].ctx = swapped;
+  swapped_from = -1;
+}
 static const uint64_t total_switches = 1000000;
 
 static uint64_t mix(uint64_t z) {   // splitmix64's finalizer: distinct, unrelated values
@@ -147,21 +165,27 @@ static uint64_t mix(uint64_t z) {   // splitmix64's finalizer: distinct, unrelat
   return z ^ (z >> 31);
 }
 
-// Switches from `self` to `to` (through ccoro_switch_jump if `jump`) holding values of its own in
-// every callee-saved register and control register, and checks them when it is switched back to.
-static void switch_to(int self, int to, int jump) {
+// Switches from `self` to `to` through via_fns[via] holding values of its own in every
+// callee-saved register and control register, and checks them when it is switched back to.
+static void switch_to(int self, int to, int via) {
   held in, out;
   memset(&in, 0, sizeof in);     // zeros: the asm may load and store only a control register's low bytes
   memset(&out, 0, sizeof out);
   for (int i = 0; i < NREGS; i++) in.reg[i] = mix(((switches * NCTX + (uint64_t)self) << 5) + (uint64_t)i);
   for (int k = 0; k < NCTLS; k++) in.ctl[k] = controls[k].values[self][(switches >> k) & 1];
   uint64_t number = switches++;
-  pairs[self][to][jump]++;
+  pairs[self][to][via]++;
   running = to;
-  struct switch_args a = { &in, &out, jump ? ccoro_switch_jump : ccoro_switch, &contexts[self].ctx,
-                           &contexts[to].ctx };
+  struct switch_args a = { &in, &out, via_fns[via], &contexts[self].ctx, &contexts[to].ctx };
+  if (via == VIA_SWAP) {
+    swapped = contexts[to].ctx;
+    swapped_from = self;
+    a.from = &swapped;
+    a.to = NULL;
+  }
   call_switch(&a);
-  const char *how = jump ? "ccoro_switch_jump" : "ccoro_switch";
+  take_swapped();
+  const char *how = via_names[via];
   CHECK(running == self, "switch %llu %s -> %s (%s): %s was resumed, not %s", (unsigned long long)number,
         names[self], names[to], how, names[self], names[running]);
   for (int i = 0; i < NREGS; i++)
@@ -181,7 +205,7 @@ static void switch_to(int self, int to, int jump) {
 static uint64_t rng = 0x243F6A8885A308D3ull;
 
 // The next context to switch to from `self`, and through which function.
-static int pick_target(int self, int *jump) {
+static int pick_target(int self, int *via) {
   rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;   // xorshift64
   int to;
   switch ((switches / 1000) % 3) {
@@ -189,8 +213,8 @@ static int pick_target(int self, int *jump) {
     case 1: to = (self + 2) % NCTX; break;                       // main -> B -> A -> main
     default: to = (self + 1 + (int)((rng >> 32) & 1)) % NCTX;    // any other context
   }
-  *jump = (int)((rng >> 40) & 1);
-  if (!contexts[to].started) *jump = to == B;   // A is entered through ccoro_switch, B through ccoro_switch_jump
+  *via = (int)((rng >> 40) % VIAS);
+  if (!contexts[to].started) *via = to == B ? VIA_JUMP : VIA_SWITCH;   // A is entered through ccoro_switch, B through ccoro_switch_jump
   return to;
 }
 
@@ -251,9 +275,9 @@ __attribute__((noinline)) static void check_unwind(int self, const char *when) {
 __attribute__((noinline)) static void run(int self) {
   for (uint64_t turn = 1;; turn++) {
     if (self == MAIN && switches >= total_switches) return;
-    int jump;
-    int to = pick_target(self, &jump);
-    switch_to(self, to, jump);
+    int via;
+    int to = pick_target(self, &via);
+    switch_to(self, to, via);
     if (self != MAIN && turn == 1000) check_unwind(self, "after 1000 of its switches");
   }
 }
@@ -270,6 +294,7 @@ __attribute__((noreturn, used)) void entry_misaligned(void) {
 
 // A fresh context's entry function: entry_stub records the registers it starts with and jumps here.
 __attribute__((noinline)) void coroutine_entry(void *arg) {
+  take_swapped();
   int self = running;
   context *c = &contexts[self];
   c->entry = switch_check_entry;
@@ -328,9 +353,8 @@ int main(void) {
   uint64_t fewest = UINT64_MAX;   // switches of the rarest from/to/function combination
   for (int f = 0; f < NCTX; f++)
     for (int t = 0; t < NCTX; t++)
-      for (int j = 0; j < 2 && f != t; j++) {
-        CHECK(pairs[f][t][j] > 0, "no switch %s -> %s through %s", names[f], names[t],
-              j ? "ccoro_switch_jump" : "ccoro_switch");
+      for (int j = 0; j < VIAS && f != t; j++) {
+        CHECK(pairs[f][t][j] > 0, "no switch %s -> %s through %s", names[f], names[t], via_names[j]);
         if (pairs[f][t][j] < fewest) fewest = pairs[f][t][j];
       }
   if (failures) finish_failed();

@@ -21,12 +21,8 @@
 #define SIZE(x) .size x, .-x
 #endif
 
-    .text
-    .globl SYM(ccoro_switch)
-    .p2align 4
-    TYPE(SYM(ccoro_switch))
-SYM(ccoro_switch):
-    .cfi_startproc
+// The save sequence shared by the switch functions: the frame, then FPCR.
+.macro CCORO_SWITCH_SAVE
     sub sp, sp, #176
     .cfi_adjust_cfa_offset 176
     stp x19, x20, [sp, #0]
@@ -61,13 +57,11 @@ SYM(ccoro_switch):
     .cfi_rel_offset d15, 152
     mrs x9, fpcr
     str x9, [sp, #160]
+.endm
 
-    mov x9, sp
-    str x9, [x0]
-    ldr x9, [x1]
-    mov sp, x9
-    // From here the frame is the target's, laid out identically, so the CFI above still holds.
-
+// Once sp is the target's: the frame is the target's, laid out identically, so the CFI of
+// CCORO_SWITCH_SAVE still holds.
+.macro CCORO_SWITCH_LOAD
     ldr x9, [sp, #160]
     msr fpcr, x9
     ldp d8, d9, [sp, #96]
@@ -102,6 +96,20 @@ SYM(ccoro_switch):
     .cfi_restore d13
     .cfi_restore d14
     .cfi_restore d15
+.endm
+
+    .text
+    .globl SYM(ccoro_switch)
+    .p2align 4
+    TYPE(SYM(ccoro_switch))
+SYM(ccoro_switch):
+    .cfi_startproc
+    CCORO_SWITCH_SAVE
+    mov x9, sp
+    str x9, [x0]
+    ldr x9, [x1]
+    mov sp, x9
+    CCORO_SWITCH_LOAD
     add sp, sp, #176
     .cfi_adjust_cfa_offset -176
     ret
@@ -118,6 +126,25 @@ SYM(ccoro_switch_jump):
     b SYM(ccoro_switch)
     .cfi_endproc
     SIZE(SYM(ccoro_switch_jump))
+
+// ccoro_switch_swap(ccoro_context *ctx /* x0 */): ccoro_switch with one context for both sides;
+// loads the target's sp from ctx and stores its own there (see context_x86_64.S).
+    .globl SYM(ccoro_switch_swap)
+    .p2align 4
+    TYPE(SYM(ccoro_switch_swap))
+SYM(ccoro_switch_swap):
+    .cfi_startproc
+    CCORO_SWITCH_SAVE
+    ldr x10, [x0]
+    mov x9, sp
+    str x9, [x0]
+    mov sp, x10
+    CCORO_SWITCH_LOAD
+    add sp, sp, #176
+    .cfi_adjust_cfa_offset -176
+    ret
+    .cfi_endproc
+    SIZE(SYM(ccoro_switch_swap))
 
 // The first frame of every coroutine stack. Unwinders stop here: the return address is undefined.
     .globl SYM(ccoro_trampoline)

@@ -28,6 +28,10 @@ void ccoro_switch(ccoro_context *from, const ccoro_context *to);
 /// sides are at different call sites (into a fresh stack, generator next()/yield), where `ret`
 /// would miss the return-stack prediction every time. Identical to ccoro_switch on arm64.
 void ccoro_switch_jump(ccoro_context *from, const ccoro_context *to);
+/// ccoro_switch_jump with one context for both sides: loads the target's stack pointer from
+/// `ctx`, stores the current one there, and switches. For two stacks that only ever switch to
+/// each other (a generator's consumer and its body): `ctx` holds whichever side is switched out.
+void ccoro_switch_swap(ccoro_context *ctx);
 
 /// Lays out a first frame on a fresh stack so that switching to `ctx` calls `entry(arg)` on it.
 /// `stack_top` must be 16-byte aligned. `entry` must never return.

@@ -14,16 +14,28 @@ import Darwin
 /// Confined to the generator's thread. Non-generic, so the switching code is compiled once.
 @usableFromInline
 struct GeneratorFrame {
+    /// The saved registers of whichever side is switched out: the body's while the consumer runs,
+    /// the consumer's while the body runs (`swapContext`). The consumer is whoever called
+    /// `next()`, `cancel()` or released the generator last. First in the frame, and not in the
+    /// stack record, so that both sides switch with the frame's own address, kept in a register:
+    /// a load between the registers a switch restores and the address the next switch reads
+    /// lengthens the chain of dependent loads every element waits for (docs/Performance.md).
+    @usableFromInline var context = ccoro_context()
     /// The life cycle (pure state).
     @usableFromInline var machine = GeneratorStateMachine()
     /// The generator's stack while the body has one (taken at the first `next()`).
     @usableFromInline var stack: UnsafeMutablePointer<ccoro_stack_record>?
-    /// The thread of the first `next()` (`ccoro_thread_token`); compared, never dereferenced.
-    @usableFromInline var owner: UnsafeRawPointer?
+    /// The thread of the first `next()` (`ccoro_thread_token`, as an integer: 0 before the
+    /// first `next()`); compared, never dereferenced.
+    @usableFromInline var owner: UInt = 0
     /// The usable bounds of `stack` (0 while there is none), for the cheap "is this yield on its
     /// own body's stack" check.
     @usableFromInline var stackLow: UInt = 0
     @usableFromInline var stackHigh: UInt = 0
+    /// The word each `yield` checks for an overflow of a slab stack: its canary, or, for a
+    /// guarded stack (or none), a constant holding the canary's value, so that the check is one
+    /// compare with no test for "no canary".
+    @usableFromInline var canary: UnsafePointer<UInt64> = intactCanary
     /// Requested stack size (normalised).
     var stackSize: Int
     /// Runs the body: a static function of the concrete `Generator<Element>`, called with `object`.
@@ -31,8 +43,7 @@ struct GeneratorFrame {
     /// The generator object, unretained (the frame lives exactly as long as it).
     var object: UnsafeMutableRawPointer?
 
-    // The consumer: whoever called `next()`, `cancel()` or released the generator last.
-    @usableFromInline var consumer = ccoro_context()
+    // The consumer's stack, as the sanitizers know it.
     @usableFromInline var consumerFiber: UnsafeMutableRawPointer?
     @usableFromInline var consumerFakeStack: UnsafeMutableRawPointer?
     @usableFromInline var consumerBottom: UnsafeRawPointer?
@@ -55,6 +66,14 @@ struct GeneratorFrame {
     }
 }
 
+/// What `GeneratorFrame.canary` points at when the stack has no canary (a guarded stack).
+@usableFromInline
+nonisolated(unsafe) let intactCanary: UnsafePointer<UInt64> = {
+    let word = UnsafeMutablePointer<UInt64>.allocate(capacity: 1)
+    word.initialize(to: CCORO_CANARY_VALUE)
+    return UnsafePointer(word)
+}()
+
 /// NUL-terminated name the overflow reporter prints for a generator stack.
 nonisolated(unsafe) private let generatorStackName: UnsafeMutablePointer<CChar> = strdup("generator")!
 
@@ -63,7 +82,7 @@ nonisolated(unsafe) private let generatorStackName: UnsafeMutablePointer<CChar> 
 @usableFromInline
 func generatorStart(_ f: UnsafeMutablePointer<GeneratorFrame>) -> Bool {
     ccoro_signal_prepare_thread()
-    f.pointee.owner = ccoro_thread_token()
+    f.pointee.owner = UInt(bitPattern: ccoro_thread_token())
     guard let r = StackAllocator.shared.take(size: f.pointee.stackSize) else {
         f.pointee.machine.failToStart()
         return false
@@ -71,10 +90,11 @@ func generatorStart(_ f: UnsafeMutablePointer<GeneratorFrame>) -> Bool {
     r.pointee.running = ccoro_running(guard_lo: r.pointee.stack.guard_lo, guard_hi: r.pointee.stack.base,
                                       name: generatorStackName, stack_size: r.pointee.stack.size)
     r.pointee.fiber = ccoro_fiber_create()
-    ccoro_make(&r.pointee.context, r.pointee.stack.top, generatorEntry, UnsafeMutableRawPointer(f))
+    ccoro_make(&f.pointee.context, r.pointee.stack.top, generatorEntry, UnsafeMutableRawPointer(f))
     f.pointee.stack = r
     f.pointee.stackLow = UInt(bitPattern: r.pointee.stack.base)
     f.pointee.stackHigh = UInt(bitPattern: r.pointee.stack.top)
+    if let canary = r.pointee.stack.canary { f.pointee.canary = UnsafePointer(canary) }
     generatorSwitchIn(f)
     return true
 }
@@ -83,7 +103,7 @@ func generatorStart(_ f: UnsafeMutablePointer<GeneratorFrame>) -> Bool {
 /// generator's stack and returns when the body yields or ends.
 @inlinable @inline(__always)
 func generatorResume(_ f: UnsafeMutablePointer<GeneratorFrame>) {
-    if f.pointee.owner != ccoro_thread_token() { generatorTrapForeignThread() }
+    if f.pointee.owner != UInt(bitPattern: ccoro_thread_token()) { generatorTrapForeignThread() }
     generatorSwitchIn(f)
 }
 
@@ -104,9 +124,9 @@ func generatorSwitchIn(_ f: UnsafeMutablePointer<GeneratorFrame>) {
     if let c = ccoro_tls_coroutine() { adoptHost(c, f, r) }
     f.pointee.previousRunning = ccoro_tls_running()
     ccoro_tls_set_running(&r.pointee.running)
-    switchContext(from: &f.pointee.consumer, to: &r.pointee.context,
-                  target: (r.pointee.fiber, UnsafeRawPointer(r.pointee.stack.base), r.pointee.stack.size),
-                  fakeStack: &f.pointee.consumerFakeStack, currentFiber: &f.pointee.consumerFiber)
+    swapContext(&f.pointee.context,
+                target: (r.pointee.fiber, UnsafeRawPointer(r.pointee.stack.base), r.pointee.stack.size),
+                fakeStack: &f.pointee.consumerFakeStack, currentFiber: &f.pointee.consumerFiber)
     ccoro_tls_set_running(f.pointee.previousRunning)
     if f.pointee.hostRecord != nil { releaseHost(f) }
     if f.pointee.machine.phase == .finished { releaseStack(f) }
@@ -119,19 +139,22 @@ func generatorSwitchIn(_ f: UnsafeMutablePointer<GeneratorFrame>) {
 @inlinable @inline(__always)
 func generatorSuspend(_ f: UnsafeMutablePointer<GeneratorFrame>) throws {
     let r = f.pointee.stack.unsafelyUnwrapped
-    if ccoro_stack_canary_ok(&r.pointee.stack) == 0 { generatorReportSmashedCanary(r) }
-    switchContext(from: &r.pointee.context, to: &f.pointee.consumer,
-                  target: (f.pointee.consumerFiber, f.pointee.consumerBottom, f.pointee.consumerSize),
-                  fakeStack: &r.pointee.fake_stack,
-                  previousStackBottom: &f.pointee.consumerBottom, previousStackSize: &f.pointee.consumerSize)
+    if f.pointee.canary.pointee != CCORO_CANARY_VALUE { generatorReportSmashedCanary(r) }
+    swapContext(&f.pointee.context,
+                target: (f.pointee.consumerFiber, f.pointee.consumerBottom, f.pointee.consumerSize),
+                fakeStack: &r.pointee.fake_stack,
+                previousStackBottom: &f.pointee.consumerBottom, previousStackSize: &f.pointee.consumerSize)
     if f.pointee.machine.cancelled { throw CancellationError() }
 }
 
 /// Whether the caller runs on the generator's own stack (so a `yield` belongs to this body).
+///
+/// The bounds alone say it: only the body runs on that stack, and the phase is `.running`
+/// whenever it does (the bounds are 0 before the stack is taken and after it is given back).
 @inlinable @inline(__always)
 func generatorIsOnOwnStack(_ f: UnsafeMutablePointer<GeneratorFrame>) -> Bool {
     let here = UInt(bitPattern: ccoro_frame_address())
-    return f.pointee.machine.phase == .running && here >= f.pointee.stackLow && here < f.pointee.stackHigh
+    return here &- f.pointee.stackLow < f.pointee.stackHigh &- f.pointee.stackLow
 }
 
 /// Reports a release of a suspended generator on a thread other than its own (<doc:Generators>):
@@ -174,6 +197,7 @@ func releaseStack(_ f: UnsafeMutablePointer<GeneratorFrame>) {
     f.pointee.stack = nil
     f.pointee.stackLow = 0
     f.pointee.stackHigh = 0
+    f.pointee.canary = intactCanary
     ccoro_fiber_destroy(r.pointee.fiber)
     r.pointee.fiber = nil
     StackAllocator.shared.give(r)
@@ -193,9 +217,9 @@ func generatorReportSmashedCanary(_ r: UnsafeMutablePointer<ccoro_stack_record>)
 private let generatorEntry: @convention(c) (UnsafeMutableRawPointer?) -> Void = { arg in
     let f = runGeneratorBody(arg.unsafelyUnwrapped)
     let r = f.pointee.stack.unsafelyUnwrapped
-    switchContext(from: &r.pointee.context, to: &f.pointee.consumer,
-                  target: (f.pointee.consumerFiber, f.pointee.consumerBottom, f.pointee.consumerSize),
-                  fakeStack: nil)
+    swapContext(&f.pointee.context,
+                target: (f.pointee.consumerFiber, f.pointee.consumerBottom, f.pointee.consumerSize),
+                fakeStack: nil)
     fatalError("internal inconsistency: a finished generator was resumed")
 }
 

@@ -51,8 +51,11 @@ import CCoroutines
 public final class Generator<Element>: Sequence, IteratorProtocol {
     /// The switching state, in manually allocated memory (see `GeneratorFrame`).
     @usableFromInline let frame: UnsafeMutablePointer<GeneratorFrame>
-    /// Where `yield` leaves the element for `next()`.
-    @usableFromInline let slot: UnsafeMutablePointer<Element?>
+    /// Where `yield` leaves the element for `next()`. Initialized only from a `yield` that
+    /// switches back to `next()` until that `next()` moves the element out, right after the
+    /// switch: `next()` finds the phase `.suspended` exactly then (the body may also have ended,
+    /// `.finished`, leaving nothing). Outside `next()` it is always uninitialized.
+    @usableFromInline let slot: UnsafeMutablePointer<Element>
     /// The body until it starts.
     @exclusivity(unchecked) private var body: ((Yield<Element>) throws -> Void)?
     /// What the body threw.
@@ -74,7 +77,6 @@ public final class Generator<Element>: Sequence, IteratorProtocol {
         frame = .allocate(capacity: 1)
         frame.initialize(to: GeneratorFrame(stackSize: size, run: Self.runBody))
         slot = .allocate(capacity: 1)
-        slot.initialize(to: nil)
         self.body = body
         frame.pointee.object = Unmanaged.passUnretained(self).toOpaque()
     }
@@ -82,7 +84,7 @@ public final class Generator<Element>: Sequence, IteratorProtocol {
     deinit {
         switch frame.pointee.machine.phase {
         case .suspended:
-            if frame.pointee.owner == ccoro_thread_token() {
+            if frame.pointee.owner == UInt(bitPattern: ccoro_thread_token()) {
                 // Unwind: the pending yield throws CancellationError, defer blocks run, the stack
                 // returns to the pool when the body ends.
                 if frame.pointee.machine.cancel() == .unwind { generatorResume(frame) }
@@ -94,7 +96,6 @@ public final class Generator<Element>: Sequence, IteratorProtocol {
         case .running:
             preconditionFailure("internal inconsistency: a running generator was released")
         }
-        slot.deinitialize(count: 1)
         slot.deallocate()
         frame.deinitialize(count: 1)
         frame.deallocate()
@@ -115,22 +116,37 @@ public final class Generator<Element>: Sequence, IteratorProtocol {
     ///   already running"), and, once started, called on the thread of the first call (traps with
     ///   "generator resumed on a different thread"). Both messages survive release builds.
     /// - Complexity: O(1) plus the body's work: two context switches per element.
-    @inlinable
+    // Always inlined: a call around the switch would cost a mispredicted return per element
+    // (the return predictor cannot follow a stack switch).
+    @inlinable @inline(__always)
     public func next() -> Element? {
-        switch frame.pointee.machine.next() {
+        let action = frame.pointee.machine.next()
+        if _fastPath(action == .resume) {
+            generatorResume(frame)
+        } else if !runOtherwise(action) {
+            return nil
+        }
+        // The body yielded (the slot holds the element) or ended.
+        return frame.pointee.machine.phase == .suspended ? slot.move() : nil
+    }
+
+    /// `next()` for every action but `.resume`, out of line (see `GeneratorStateMachine.next()`).
+    /// Returns whether the body ran (and so may have left an element in the slot).
+    @usableFromInline @inline(never)
+    func runOtherwise(_ action: GeneratorStateMachine.NextAction) -> Bool {
+        switch action {
         case .resume:
             generatorResume(frame)
+            return true
         case .returnNil:
-            return nil
+            return false
         case .start:
-            if !generatorStart(frame) {
-                recordStartFailure()
-                return nil
-            }
+            if generatorStart(frame) { return true }
+            recordStartFailure()
+            return false
         case .trapAlreadyRunning:
             fatalError("generator already running")
         }
-        return slot.pointee.take()
     }
 
     /// What the body threw, once it has ended by throwing; `nil` while it runs, after a normal
@@ -158,13 +174,12 @@ public final class Generator<Element>: Sequence, IteratorProtocol {
         case .discardBody:
             body = nil
         case .unwind:
+            // A cancelled body's yields never store an element (see `slot`).
             generatorResume(frame)
-            slot.pointee = nil
         }
     }
 
-    @usableFromInline
-    func recordStartFailure() {
+    private func recordStartFailure() {
         body = nil
         thrown = CoroutineError.stackUnavailable
     }
@@ -201,10 +216,10 @@ extension Generator: Sendable {}
 /// Not `Sendable`: it belongs to the generator's thread.
 public struct Yield<Element> {
     @usableFromInline let frame: UnsafeMutablePointer<GeneratorFrame>
-    @usableFromInline let slot: UnsafeMutablePointer<Element?>
+    @usableFromInline let slot: UnsafeMutablePointer<Element>
 
     @usableFromInline
-    init(frame: UnsafeMutablePointer<GeneratorFrame>, slot: UnsafeMutablePointer<Element?>) {
+    init(frame: UnsafeMutablePointer<GeneratorFrame>, slot: UnsafeMutablePointer<Element>) {
         self.frame = frame
         self.slot = slot
     }
@@ -232,7 +247,7 @@ public struct Yield<Element> {
         }
         switch frame.pointee.machine.yield() {
         case .suspend:
-            slot.pointee = value
+            slot.initialize(to: value)
             try generatorSuspend(frame)
         case .throwCancellation:
             throw CancellationError()

@@ -58,8 +58,21 @@ struct GeneratorStateMachine {
 
     @inlinable init() {}
 
+    /// The consumer calls `next()`. The common case (a suspended body) is one compare inlined
+    /// into the caller; the others are out of line (`nextOtherwise()`), so that `next()` holds no
+    /// jump table and keeps its registers for the switch (docs/Performance.md).
     @inlinable
     mutating func next() -> NextAction {
+        if _fastPath(phase == .suspended) {
+            phase = .running
+            return .resume
+        }
+        return nextOtherwise()
+    }
+
+    /// `next()` when the body is not suspended.
+    @usableFromInline
+    mutating func nextOtherwise() -> NextAction {
         switch phase {
         case .suspended:
             phase = .running

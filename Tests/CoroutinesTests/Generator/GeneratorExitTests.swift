@@ -169,6 +169,28 @@ struct GeneratorExitTests {
         #expect(stderr.contains("coroutine stack overflow in 'generator' (stack size 65536"), "stderr: \(stderr)")
     }
 
+    @Test("a yield on a slab stack whose canary was smashed reports the overflow for the generator's stack")
+    func smashedCanaryAtYield() async {
+        let result = await ChildProcess.run(.failure, id: "smashedCanaryAtYield") {
+            let smashed = UnsafeMutablePointer<UInt64>.allocate(capacity: 1)
+            smashed.initialize(to: 0)
+            let g = Generator<Int>(stackSize: 64 * 1024) { yield in
+                try yield(1)
+                // As on a slab stack after a frame ran past its end into the canary below it.
+                // (Pointing the frame's canary at a smashed word stands in for the overrun.)
+                yield.frame.pointee.canary = UnsafePointer(smashed)
+                try yield(2)
+                print("not stopped")
+            }
+            #expect(g.next() == 1)
+            _ = g.next()
+        }
+        let (stderr, stdout) = (result?.standardError ?? "", result?.standardOutput ?? "")
+        #expect(stderr.contains("coroutine stack overflow in 'generator'"), "stderr: \(stderr)")
+        #expect(stderr.contains("stack canary smashed"), "stderr: \(stderr)")
+        #expect(!stdout.contains("not stopped"))
+    }
+
     @Test("no stack is leaked: cancelled, released, exhausted and failed generators give their stacks back")
     func stackAccounting() async {
         await ChildProcess.run(.success, id: "stackAccounting") {

@@ -1,13 +1,15 @@
 import CCoroutines
 
 /// Switches from the current stack to the context saved in `to`, with the sanitizers' fiber
-/// annotations around the switch: the one switch of the package.
+/// annotations around the switch: with ``swapContext(_:target:fakeStack:currentFiber:previousStackBottom:previousStackSize:)``,
+/// the package's only switches.
 ///
-/// Every switch between stacks goes through here: the loop to a coroutine, a coroutine to the
-/// next one or back to the loop (``CoroutineScheduler/transfer(from:to:)``,
-/// ``CoroutineScheduler/switchAway(from:)``), a generator's consumer to its body and back
-/// (`generatorSwitchIn`, `generatorSuspend`), and the last switch out of a finished coroutine's
-/// or generator's stack. A stack entered for the first time completes the switch with
+/// Every switch between stacks goes through one of the two: the loop to a coroutine, a coroutine
+/// to the next one or back to the loop (``CoroutineScheduler/transfer(from:to:)``,
+/// ``CoroutineScheduler/switchAway(from:)``) and the last switch out of a finished coroutine's
+/// stack through this one; a generator's consumer to its body and back (`generatorSwitchIn`,
+/// `generatorSuspend`, and the last switch out of a finished body) through `swapContext`. A
+/// stack entered for the first time completes the switch with
 /// ``enterFreshStack(previousStackBottom:previousStackSize:)``.
 ///
 /// Without ThreadSanitizer or AddressSanitizer (`ccoro_fibers_active == 0`) this is one test and
@@ -54,12 +56,41 @@ func switchContext(from: UnsafeMutablePointer<ccoro_context>, to: UnsafePointer<
 }
 
 /// ``switchContext(from:to:target:fakeStack:returning:currentFiber:previousStackBottom:previousStackSize:)``
+/// for two stacks that only ever switch to each other (a generator's consumer and its body): one
+/// context serves both sides (`ccoro_switch_swap`). It holds the saved registers of whichever side
+/// is switched out, so each side passes the one address it keeps in a register, and no load
+/// stands between the registers a switch restores and the address the next switch reads (each
+/// such load lengthens the chain every round trip waits for: docs/Performance.md).
+///
+/// - Parameters:
+///   - context: The pair's context: the target's saved registers on entry, this side's once it
+///     has switched away.
+///   - target, fakeStack, currentFiber, previousStackBottom, previousStackSize: As for
+///     `switchContext`.
+@inlinable @inline(__always)
+func swapContext(_ context: UnsafeMutablePointer<ccoro_context>,
+                 target: SanitizerStack,
+                 fakeStack: UnsafeMutablePointer<UnsafeMutableRawPointer?>?,
+                 currentFiber: UnsafeMutablePointer<UnsafeMutableRawPointer?>? = nil,
+                 previousStackBottom: UnsafeMutablePointer<UnsafeRawPointer?>? = nil,
+                 previousStackSize: UnsafeMutablePointer<Int>? = nil) {
+    if ccoro_fibers_active != 0 {
+        switchContextAnnounced(from: context, to: nil, target: target, fakeStack: fakeStack, returning: false,
+                               currentFiber: currentFiber, previousStackBottom: previousStackBottom,
+                               previousStackSize: previousStackSize)
+    } else {
+        ccoro_switch_swap(context)
+    }
+}
+
+/// ``switchContext(from:to:target:fakeStack:returning:currentFiber:previousStackBottom:previousStackSize:)``
+/// (or, with `to` nil, ``swapContext(_:target:fakeStack:currentFiber:previousStackBottom:previousStackSize:)``)
 /// in a build with ThreadSanitizer or AddressSanitizer: announces the switch to the sanitizers
 /// (`ccoro_fiber_will_switch`), switches, and when something switches back, completes it
 /// (`ccoro_fiber_did_switch`, or `ccoro_fiber_did_switch_from` to learn the resumer's stack).
 /// The parameters are `switchContext`'s.
 @usableFromInline @inline(never)
-func switchContextAnnounced(from: UnsafeMutablePointer<ccoro_context>, to: UnsafePointer<ccoro_context>,
+func switchContextAnnounced(from: UnsafeMutablePointer<ccoro_context>, to: UnsafePointer<ccoro_context>?,
                             target t: SanitizerStack,
                             fakeStack: UnsafeMutablePointer<UnsafeMutableRawPointer?>?,
                             returning: Bool,
@@ -68,10 +99,14 @@ func switchContextAnnounced(from: UnsafeMutablePointer<ccoro_context>, to: Unsaf
                             previousStackSize: UnsafeMutablePointer<Int>?) {
     if let currentFiber { currentFiber.pointee = ccoro_fiber_current() }
     ccoro_fiber_will_switch(t.fiber, t.bottom, t.size, fakeStack, fakeStack == nil ? 1 : 0)
-    if returning {
-        ccoro_switch(from, to)
+    if let to {
+        if returning {
+            ccoro_switch(from, to)
+        } else {
+            ccoro_switch_jump(from, to)
+        }
     } else {
-        ccoro_switch_jump(from, to)
+        ccoro_switch_swap(from)
     }
     guard let fakeStack else { return }   // left for good: nothing switches back
     if let previousStackBottom, let previousStackSize {
