@@ -30,9 +30,11 @@
 #define ENTRY_MISALIGNED "not 16-byte aligned"
 #define SUMMARY                                                                                                    \
   "arm64 switch: %llu switches among main, A and B (cycles both ways and a pseudo-random order, every pair "       \
-  "through ccoro_switch, ccoro_switch_jump and ccoro_switch_swap, each at least %llu times) kept x19-x29, d8-d15, FPCR and sp of "    \
+  "through ccoro_switch and ccoro_switch_jump, each at least %llu times) kept x19-x29, d8-d15, FPCR and sp of "    \
   "each side; fresh contexts entered 16-byte aligned with x29 = 0, x30 in ccoro_trampoline, FPCR 0 and their "     \
-  "argument; unwinds from A and B ended at ccoro_trampoline (4 walks)"
+  "argument; unwinds from A and B ended at ccoro_trampoline (4 walks); then main and S swapped %llu times "      \
+  "through ccoro_switch_swap, keeping x19-x29, d8-d15 and sp of each side and sharing FPCR; unwinds from S "       \
+  "ended at ccoro_trampoline (2 walks)"
 #include "common.h"
 
 static const char *const reg_names[NREGS] = {

@@ -9,9 +9,7 @@
 // * Registers. Three contexts, main and two coroutines A and B made by ccoro_make, switch among
 //   themselves 10^6 times in all: in phases of 1,000 switches, the cycle main -> A -> B -> main,
 //   the reverse cycle main -> B -> A -> main, and a pseudo-random order; every ordered pair occurs
-//   through ccoro_switch, ccoro_switch_jump and ccoro_switch_swap. A swap goes through a context
-//   word of its own holding the target's stack pointer; the side it resumes first moves the
-//   switching side's stack pointer from there to that side's context (take_swapped). Before each switch the side that switches
+//   through both ccoro_switch and ccoro_switch_jump. Before each switch the side that switches
 //   away loads values of its own (different for every switch) into every callee-saved register
 //   (reg_names), and one of two values of its own into each floating-point control register
 //   (controls; control k takes bit k of the switch's number to choose, so that the combinations
@@ -20,6 +18,11 @@
 //   stack pointer hold what it left there, and that it is the context that was switched to. What
 //   a switch must keep of the return address is proven by the switch returning to the instruction
 //   after its call with the stack pointer and the registers above intact.
+// * The swap. Then main and a fourth context S switch only to each other through
+//   ccoro_switch_swap (a generator's consumer and body), 10^5 times each way, through one context
+//   word: the callee-saved registers and the stack pointer are checked as above; the control
+//   registers must hold what the side that switched back held (the pair shares them), S must
+//   start with main's, and unwinding from S ends at its first frame.
 // * Entry. A fresh context's entry (entry_stub: it records its first instruction's state in
 //   switch_check_entry, then tail-jumps to coroutine_entry) starts with the stack pointer aligned
 //   as the ABI requires at a function's first instruction (checked by the stub, which calls
@@ -55,8 +58,8 @@ void ccoro_switch_swap(ccoro_context *ctx, const ccoro_context *unused);   // re
 void ccoro_make(ccoro_context *ctx, void *stack_top, void (*entry)(void *), void *arg);
 void ccoro_trampoline(void);   // the first frame of every fresh stack
 
-enum { MAIN, A, B, NCTX };
-static const char *const names[NCTX] = { "main", "A", "B" };
+enum { MAIN, A, B, NCTX, S = NCTX };
+static const char *const names[NCTX + 1] = { "main", "A", "B", "S" };
 
 // Defined by the including file before it includes this one:
 //   NREGS, NCTLS            the callee-saved registers and floating-point control registers checked
@@ -136,26 +139,14 @@ typedef struct context {
   int unwinds;        // unwind walks done from it
   entry_state entry;
 } context;
-static context contexts[NCTX];
+static context contexts[NCTX + 1];
 
 static int running = MAIN;       // the context that was switched to last
 static uint64_t switches;        // switches so far
-enum { VIA_SWITCH, VIA_JUMP, VIA_SWAP, VIAS };
-static const char *const via_names[VIAS] = { "ccoro_switch", "ccoro_switch_jump", "ccoro_switch_swap" };
-static void (*const via_fns[VIAS])(ccoro_context *, const ccoro_context *) = {
-  ccoro_switch, ccoro_switch_jump, ccoro_switch_swap,
-};
+enum { VIA_SWITCH, VIA_JUMP, VIAS };
+static const char *const via_names[VIAS] = { "ccoro_switch", "ccoro_switch_jump" };
+static void (*const via_fns[VIAS])(ccoro_context *, const ccoro_context *) = { ccoro_switch, ccoro_switch_jump };
 static uint64_t pairs[NCTX][NCTX][VIAS];   // switches from, to, through which function
-static ccoro_context swapped;              // a swap's context word
-static int swapped_from = -1;              // the side whose stack pointer `swapped` holds, if any
-
-// The first thing a resumed or fresh context does: after a swap, the side that switched away
-// saved its stack pointer in `swapped`; it belongs in that side's context.
-static void take_swapped(void) {
-  if (swapped_from < 0) return;
-  contexts[swapped_from].ctx = swapped;
-  swapped_from = -1;
-}
 static const uint64_t total_switches = 1000000;
 
 static uint64_t mix(uint64_t z) {   // splitmix64's finalizer: distinct, unrelated values
@@ -177,14 +168,7 @@ static void switch_to(int self, int to, int via) {
   pairs[self][to][via]++;
   running = to;
   struct switch_args a = { &in, &out, via_fns[via], &contexts[self].ctx, &contexts[to].ctx };
-  if (via == VIA_SWAP) {
-    swapped = contexts[to].ctx;
-    swapped_from = self;
-    a.from = &swapped;
-    a.to = NULL;
-  }
   call_switch(&a);
-  take_swapped();
   const char *how = via_names[via];
   CHECK(running == self, "switch %llu %s -> %s (%s): %s was resumed, not %s", (unsigned long long)number,
         names[self], names[to], how, names[self], names[running]);
@@ -200,6 +184,53 @@ static void switch_to(int self, int to, int via) {
   CHECK(out.sp == in.sp, "switch %llu %s -> %s (%s): %s " SP_REG " 0x%llx after switching back, expected 0x%llx",
         (unsigned long long)number, names[self], names[to], how, names[self], (unsigned long long)out.sp,
         (unsigned long long)in.sp);
+}
+
+static ccoro_context swap_word;        // the swap pair's one context: the switched-out side's
+static uint64_t swap_held[NCTLS];      // the control registers the side that swapped last held
+static uint64_t swaps;                 // swaps so far
+static const uint64_t total_swaps = 200000;
+
+static void check_unwind(int self, const char *when);
+
+// Swaps from `self` (MAIN or S) to the other side holding values of its own in every
+// callee-saved register and control register; when swapped back to, checks the registers and the
+// stack pointer, and that the control registers hold what the other side held.
+static void swap_to(int self) {
+  held in, out;
+  memset(&in, 0, sizeof in);
+  memset(&out, 0, sizeof out);
+  int row = self == S ? A : MAIN;   // S's control values are A's
+  for (int i = 0; i < NREGS; i++) in.reg[i] = mix(((swaps * 2 + (uint64_t)(self == S)) << 5) + (uint64_t)i + (1ull << 40));
+  for (int k = 0; k < NCTLS; k++) in.ctl[k] = swap_held[k] = controls[k].values[row][(swaps >> k) & 1];
+  uint64_t number = swaps++;
+  int to = self == S ? MAIN : S;
+  running = to;
+  struct switch_args a = { &in, &out, ccoro_switch_swap, &swap_word, NULL };
+  call_switch(&a);
+  CHECK(running == self, "swap %llu %s -> %s: %s was resumed, not %s", (unsigned long long)number, names[self],
+        names[to], names[self], names[running]);
+  for (int i = 0; i < NREGS; i++)
+    CHECK(out.reg[i] == in.reg[i], "swap %llu %s -> %s: %s %s 0x%llx after swapping back, expected 0x%llx",
+          (unsigned long long)number, names[self], names[to], names[self], reg_names[i],
+          (unsigned long long)out.reg[i], (unsigned long long)in.reg[i]);
+  for (int k = 0; k < NCTLS; k++)
+    CHECK((out.ctl[k] & controls[k].compared) == (swap_held[k] & controls[k].compared),
+          "swap %llu %s -> %s: %s %s 0x%llx after swapping back, expected 0x%llx, what %s held (shared)",
+          (unsigned long long)number, names[self], names[to], names[self], controls[k].name,
+          (unsigned long long)out.ctl[k], (unsigned long long)swap_held[k], names[to]);
+  CHECK(out.sp == in.sp, "swap %llu %s -> %s: %s " SP_REG " 0x%llx after swapping back, expected 0x%llx",
+        (unsigned long long)number, names[self], names[to], names[self], (unsigned long long)out.sp,
+        (unsigned long long)in.sp);
+}
+
+// Runs side `self` of the swap pair until main has seen total_swaps.
+__attribute__((noinline)) static void run_swap(int self) {
+  for (uint64_t turn = 1;; turn++) {
+    if (self == MAIN && swaps >= total_swaps) return;
+    swap_to(self);
+    if (self == S && turn == 1000) check_unwind(S, "after 1000 of its swaps");
+  }
 }
 
 static uint64_t rng = 0x243F6A8885A308D3ull;
@@ -294,7 +325,6 @@ __attribute__((noreturn, used)) void entry_misaligned(void) {
 
 // A fresh context's entry function: entry_stub records the registers it starts with and jumps here.
 __attribute__((noinline)) void coroutine_entry(void *arg) {
-  take_swapped();
   int self = running;
   context *c = &contexts[self];
   c->entry = switch_check_entry;
@@ -308,10 +338,17 @@ __attribute__((noinline)) void coroutine_entry(void *arg) {
         names[self], (unsigned long long)c->entry.fp);
   CHECK(returns_into(c->entry.ra, ccoro_trampoline), "%s: " ENTRY_RA_FAILURE, names[self],
         (unsigned long long)c->entry.ra);
-  for (int k = 0; k < NCTLS; k++)
-    CHECK(c->entry.ctl[k] == controls[k].initial, "%s: entry started with %s 0x%llx, not the default %s", names[self],
-          controls[k].name, (unsigned long long)c->entry.ctl[k], controls[k].initial_text);
+  for (int k = 0; k < NCTLS; k++) {
+    if (self == S)   // a swap carries the control registers over
+      CHECK((c->entry.ctl[k] & controls[k].compared) == (swap_held[k] & controls[k].compared),
+            "S: entry started with %s 0x%llx, not main's 0x%llx", controls[k].name,
+            (unsigned long long)c->entry.ctl[k], (unsigned long long)swap_held[k]);
+    else
+      CHECK(c->entry.ctl[k] == controls[k].initial, "%s: entry started with %s 0x%llx, not the default %s",
+            names[self], controls[k].name, (unsigned long long)c->entry.ctl[k], controls[k].initial_text);
+  }
   check_unwind(self, "at the start of its entry");
+  if (self == S) run_swap(S);
   run(self);
   printf("FAIL: %s: run returned\n", names[self]);
   exit(1);
@@ -345,7 +382,15 @@ int main(void) {
     }
   }
   run(MAIN);
+  context *sc = &contexts[S];
+  sc->size = 64 * 1024;
+  sc->stack = aligned_alloc(16, sc->size + 4096);
+  memset(sc->stack, 0, sc->size + 4096);
+  ccoro_make(&swap_word, sc->stack + sc->size, entry_stub, sc);
+  run_swap(MAIN);
   restore_controls();
+  CHECK(sc->started, "S never started");
+  CHECK(sc->unwinds == 2, "S: %d unwinds, expected 2", sc->unwinds);
   for (int i = A; i <= B; i++) {
     CHECK(contexts[i].started, "%s never started", names[i]);
     CHECK(contexts[i].unwinds == 2, "%s: %d unwinds, expected 2", names[i], contexts[i].unwinds);
@@ -358,6 +403,6 @@ int main(void) {
         if (pairs[f][t][j] < fewest) fewest = pairs[f][t][j];
       }
   if (failures) finish_failed();
-  printf(SUMMARY "\n", (unsigned long long)switches, (unsigned long long)fewest);
+  printf(SUMMARY "\n", (unsigned long long)switches, (unsigned long long)fewest, (unsigned long long)swaps);
   return 0;
 }

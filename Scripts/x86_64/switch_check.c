@@ -33,10 +33,12 @@
 #define ENTRY_MISALIGNED "not aligned as after a call ((rsp + 8) %% 16 != 0)"
 #define SUMMARY                                                                                                  \
   "x86_64 switch: %llu switches among main, A and B (cycles both ways and a pseudo-random order, every pair "     \
-  "through ccoro_switch, ccoro_switch_jump and ccoro_switch_swap, each at least %llu times) kept rbx, rbp, r12-r15, MXCSR, the "    \
+  "through ccoro_switch and ccoro_switch_jump, each at least %llu times) kept rbx, rbp, r12-r15, MXCSR, the "    \
   "x87 control word and rsp of each side; fresh contexts entered with (rsp + 8) %% 16 == 0, rbp = 0, a return "  \
   "into ccoro_trampoline, the default MXCSR and control word and their argument; unwinds from A and B ended at " \
-  "ccoro_trampoline (4 walks)"
+  "ccoro_trampoline (4 walks); then main and S swapped %llu times through ccoro_switch_swap, keeping rbx, rbp, " \
+  "r12-r15 and rsp of each side and sharing MXCSR and the x87 control word; unwinds from S ended at "            \
+  "ccoro_trampoline (2 walks)"
 #include "common.h"
 
 static const char *const reg_names[NREGS] = { "rbx", "rbp", "r12", "r13", "r14", "r15" };

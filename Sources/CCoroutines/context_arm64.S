@@ -21,8 +21,8 @@
 #define SIZE(x) .size x, .-x
 #endif
 
-// The save sequence shared by the switch functions: the frame, then FPCR.
-.macro CCORO_SWITCH_SAVE
+// Reserves the frame and stores the callee-saved registers in it.
+.macro CCORO_SAVE_REGISTERS
     sub sp, sp, #176
     .cfi_adjust_cfa_offset 176
     stp x19, x20, [sp, #0]
@@ -55,15 +55,23 @@
     .cfi_rel_offset d13, 136
     .cfi_rel_offset d14, 144
     .cfi_rel_offset d15, 152
+.endm
+
+// Stores FPCR in its slot of the frame.
+.macro CCORO_SAVE_CONTROL
     mrs x9, fpcr
     str x9, [sp, #160]
 .endm
 
-// Once sp is the target's: the frame is the target's, laid out identically, so the CFI of
-// CCORO_SWITCH_SAVE still holds.
-.macro CCORO_SWITCH_LOAD
+// Once sp is the target's: loads its FPCR.
+.macro CCORO_LOAD_CONTROL
     ldr x9, [sp, #160]
     msr fpcr, x9
+.endm
+
+// Once sp is the target's: loads the callee-saved registers (the frame is the target's, laid out
+// identically, so the CFI of CCORO_SAVE_REGISTERS still holds).
+.macro CCORO_LOAD_REGISTERS
     ldp d8, d9, [sp, #96]
     ldp d10, d11, [sp, #112]
     ldp d12, d13, [sp, #128]
@@ -104,12 +112,14 @@
     TYPE(SYM(ccoro_switch))
 SYM(ccoro_switch):
     .cfi_startproc
-    CCORO_SWITCH_SAVE
+    CCORO_SAVE_REGISTERS
+    CCORO_SAVE_CONTROL
     mov x9, sp
     str x9, [x0]
     ldr x9, [x1]
     mov sp, x9
-    CCORO_SWITCH_LOAD
+    CCORO_LOAD_CONTROL
+    CCORO_LOAD_REGISTERS
     add sp, sp, #176
     .cfi_adjust_cfa_offset -176
     ret
@@ -127,19 +137,20 @@ SYM(ccoro_switch_jump):
     .cfi_endproc
     SIZE(SYM(ccoro_switch_jump))
 
-// ccoro_switch_swap(ccoro_context *ctx /* x0 */): ccoro_switch with one context for both sides;
-// loads the target's sp from ctx and stores its own there (see context_x86_64.S).
+// ccoro_switch_swap(ccoro_context *ctx /* x0 */): ccoro_switch with one context for both sides
+// (it loads the target's sp from ctx and stores its own there) and without FPCR, which a
+// generator's consumer and body share (see context_x86_64.S).
     .globl SYM(ccoro_switch_swap)
     .p2align 4
     TYPE(SYM(ccoro_switch_swap))
 SYM(ccoro_switch_swap):
     .cfi_startproc
-    CCORO_SWITCH_SAVE
+    CCORO_SAVE_REGISTERS
     ldr x10, [x0]
     mov x9, sp
     str x9, [x0]
     mov sp, x10
-    CCORO_SWITCH_LOAD
+    CCORO_LOAD_REGISTERS
     add sp, sp, #176
     .cfi_adjust_cfa_offset -176
     ret

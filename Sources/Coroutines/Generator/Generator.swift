@@ -35,7 +35,9 @@ import CCoroutines
 /// `promise.await()`) suspends that coroutine — with the body's frames kept on the generator's
 /// stack — and resumes it there on the same scheduler thread; the consumer's `next()` simply
 /// takes longer. Called from outside any coroutine, `Coroutine.current` is `nil` in the body and
-/// suspending calls throw `CoroutineError.notInCoroutine`.
+/// suspending calls throw `CoroutineError.notInCoroutine`. Running inside `next()`, the body
+/// shares its consumer's floating-point environment (rounding mode, flush-to-zero), as a function
+/// shares its caller's (see <doc:Generators>).
 ///
 /// ## Cancellation and release
 /// ``cancel()``, or releasing a generator whose body is suspended, resumes the body with its

@@ -10,8 +10,10 @@ private typealias Kit = CoroutineTestKit
 
 /// The floating-point control state (rounding mode, flush-to-zero) belongs to each coroutine: the
 /// switch saves and restores it (on x86_64 the x87 control word and MXCSR's control bits, loaded
-/// only when they differ), so a change in one coroutine neither leaks into another coroutine, a
-/// generator's consumer or the scheduler loop, nor is lost across the coroutine's own suspensions.
+/// only when they differ), so a change in one coroutine neither leaks into another coroutine or
+/// the scheduler loop, nor is lost across the coroutine's own suspensions. A generator's body runs
+/// inside its consumer's `next()` and shares the consumer's, as a function shares its caller's
+/// (<doc:Generators>).
 @Suite("Floating-point environment per coroutine")
 struct FloatingPointEnvironmentTests {
     /// 1/3 rounded to nearest (a literal: a computed constant would be computed lazily, maybe in
@@ -133,28 +135,66 @@ struct FloatingPointEnvironmentTests {
         }
     }
 
-    @Test("a generator body that rounds upward keeps its mode across its yields, and its consumer coroutine keeps the default")
-    func generatorMode() async throws {
-        let (inBody, inConsumer) = try await Kit.run { () -> ([Mode], [Mode]) in
+    /// Whether `m` is what ``change()`` sets (flush-to-zero is checked on x86_64 only).
+    static func isChanged(_ m: Mode) -> Bool {
+        #if arch(x86_64)
+        return m == .changed
+        #else
+        return m.reported == FE_UPWARD && m.divisionRoundsUp
+        #endif
+    }
+
+    @Test("a generator body shares its consumer's mode, as a function it calls would: it starts with the consumer's, a change in the body is the consumer's once next() returns, one in the consumer is the body's at its next resume, and a coroutine that runs while the body suspends its consumer keeps its own")
+    func generatorSharesItsConsumersMode() async throws {
+        let (inBody, inConsumer, bystander) = try await Kit.run { () -> ([Mode], [Mode], [String]) in
+            let log = Kit.Log<String>()
+            let bodySuspendedConsumer = Kit.Log<Bool>()
+            // Given a coroutine beside the consumer that keeps the default mode
+            let other = Coroutine.launch {
+                for _ in 0..<3 {
+                    log.append("\(bodySuspendedConsumer.all.last ?? false) \(Mode.current == .standard)")
+                    try Coroutine.yield()
+                }
+            }
+            // And a generator whose body records its mode at each yield, restores the default
+            // once, and suspends its consumer once
             let g = Generator<Mode> { yield in
-                Self.change()
-                defer { Self.restore() }
-                for _ in 0..<50 { try yield(Mode.current) }
+                try yield(Mode.current)
+                Self.restore()
+                try yield(Mode.current)
+                try yield(Mode.current)
+                bodySuspendedConsumer.append(true)
+                try Coroutine.yield()
+                bodySuspendedConsumer.append(false)
+                try yield(Mode.current)
             }
             var inBody: [Mode] = [], inConsumer: [Mode] = []
-            while let m = g.next() {
-                inBody.append(m)
-                inConsumer.append(Mode.current)
-            }
-            return (inBody, inConsumer)
+            // When the consumer changes its mode and starts the body
+            Self.change()
+            inBody.append(g.next()!)
+            inConsumer.append(Mode.current)
+            // When the body restores the default
+            inBody.append(g.next()!)
+            inConsumer.append(Mode.current)
+            // When the consumer changes its mode again, and the body suspends it meanwhile
+            Self.change()
+            inBody.append(g.next()!)
+            inBody.append(g.next()!)
+            inConsumer.append(Mode.current)
+            Self.restore()
+            try other.join()
+            return (inBody, inConsumer, log.all)
         }
-        #expect(inBody.count == 50)
-        #expect(inBody.allSatisfy { $0.reported == FE_UPWARD && $0.divisionRoundsUp })
-        #if arch(x86_64)
-        #expect(inBody.allSatisfy { $0.flushesToZero })
-        #endif
-        let wrong = inConsumer.filter { $0 != Mode.standard }
-        #expect(wrong.isEmpty, "\(wrong.prefix(3))")
+        // Then the body started with the consumer's changed mode and saw each change the
+        // consumer made, the consumer saw the body's restore, and the change outlived the
+        // consumer's suspension inside the body
+        #expect(inBody.map(Self.isChanged) == [true, false, true, true], "\(inBody)")
+        #expect(inConsumer.map(Self.isChanged) == [true, false, true], "\(inConsumer)")
+        #expect(inBody[1] == .standard && inConsumer[1] == .standard)
+        // And the coroutine beside them kept the default, also while the body had suspended
+        // the consumer in the changed mode
+        #expect(bystander.contains("true true"), "\(bystander)")
+        #expect(bystander.allSatisfy { $0.hasSuffix("true") }, "\(bystander)")
     }
 
     #if arch(x86_64)
@@ -232,33 +272,36 @@ struct FloatingPointEnvironmentTests {
         #expect(seen.isEmpty, "\(seen.prefix(5))")
     }
 
-    @Test("a generator body that lowers the x87 precision keeps it across its yields and its consumer keeps extended precision; a generator started by a consumer that lowered it starts with the default")
-    func x87PrecisionInGenerators() async throws {
-        let (inBody, inConsumer, freshBody, consumerAround) = try await Kit.run { () -> ([X87], [X87], X87?, [X87]) in
-            // A body that changes its precision, consumed by a coroutine that keeps the default
+    @Test("a generator body shares its consumer's x87 precision: a body that lowers it lowers the consumer's once next() returns, and a generator started by a consumer that lowered it starts with double precision")
+    func x87PrecisionIsSharedWithGenerators() async throws {
+        let (inBody, inConsumer, freshBody) = try await Kit.run { () -> ([X87], [X87], X87?) in
+            // Given a body that lowers its precision after its first yield and restores it
+            // before its third
             let g = Generator<X87> { yield in
+                try yield(X87.current)
                 Self.setX87DoublePrecision(true)
-                defer { Self.setX87DoublePrecision(false) }
-                for _ in 0..<50 { try yield(X87.current) }
+                try yield(X87.current)
+                Self.setX87DoublePrecision(false)
+                try yield(X87.current)
             }
             var inBody: [X87] = [], inConsumer: [X87] = []
+            // When a consumer with the default precision takes its elements
             while let m = g.next() {
                 inBody.append(m)
                 inConsumer.append(X87.current)
             }
-            // A consumer that changed its precision starts a fresh generator
+            // And a consumer that lowered its precision starts a fresh generator
             Self.setX87DoublePrecision(true)
             defer { Self.setX87DoublePrecision(false) }
             let fresh = Generator<X87> { yield in try yield(X87.current) }
-            let before = X87.current
-            let freshBody = fresh.next()
-            return (inBody, inConsumer, freshBody, [before, X87.current])
+            return (inBody, inConsumer, fresh.next())
         }
-        #expect(inBody.count == 50)
-        #expect(inBody.allSatisfy { $0 == .double }, "\(inBody.first { $0 != .double }.map(\.description) ?? "")")
-        #expect(inConsumer.allSatisfy { $0 == .standard }, "\(inConsumer.first { $0 != .standard }.map(\.description) ?? "")")
-        #expect(freshBody == .standard)
-        #expect(consumerAround == [.double, .double])
+        // Then consumer and body saw the same precision at each element, the body's change
+        // included
+        #expect(inBody == [.standard, .double, .standard], "\(inBody.map(\.description))")
+        #expect(inConsumer == inBody, "\(inConsumer.map(\.description))")
+        // And the fresh body started with its consumer's
+        #expect(freshBody == .double)
     }
     #endif
 }
