@@ -53,6 +53,46 @@ final class GeneratorHolder<Element> {
     weak var generator: Generator<Element>?
 }
 
+/// Counts the live instances of ``CountedElement`` made with it (element ownership tests).
+private final class ElementCounter: @unchecked Sendable {
+    private let count = Atomic<Int>(0)
+    var live: Int { count.load(ordering: .relaxed) }
+    func made() { count.wrappingAdd(1, ordering: .relaxed) }
+    func freed() { count.wrappingSubtract(1, ordering: .relaxed) }
+}
+
+/// An element with reference semantics whose instances are counted.
+private final class CountedElement: @unchecked Sendable, CountedValue {
+    let counter: ElementCounter
+    let n: Int
+    init(_ counter: ElementCounter, _ n: Int) {
+        self.counter = counter
+        self.n = n
+        counter.made()
+    }
+    deinit { counter.freed() }
+}
+
+private protocol CountedValue { var n: Int { get } }
+
+/// A large element with references, a string and an optional inside.
+private struct LargeElement {
+    var head: CountedElement
+    var text: String
+    var tail: [CountedElement]
+    var padding = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+    var extra: CountedElement?
+}
+
+/// Drains a generator in unspecialized generic code (the element moved out through its
+/// value witnesses).
+@inline(never)
+private func drainGenerically<T>(_ g: Generator<T>, upTo limit: Int = .max) -> [T] {
+    var out: [T] = []
+    while out.count < limit, let x = g.next() { out.append(x) }
+    return out
+}
+
 /// Generators, as the Generators article states them (<doc:Generators>).
 @Suite("Generators")
 struct GeneratorTests {
@@ -632,6 +672,231 @@ struct GeneratorTests {
             for (k, g) in gs.enumerated() { #expect(g.next() == 16 * k + i) }
         }
         #expect(gs.allSatisfy { $0.next() == nil })
+    }
+
+    // MARK: Element ownership
+
+    @Test("a yielded nil of an Optional element type is an element: iteration goes on to the body's end")
+    func optionalNilIsAnElement() {
+        let g = Generator<Int?> { yield in
+            try yield(1)
+            try yield(nil)
+            try yield(nil)
+            try yield(4)
+        }
+        var got: [Int?] = []
+        while let x = g.next() { got.append(x) }
+        #expect(got == [1, nil, nil, 4])
+        #expect(g.next() == nil)
+        let generic = Generator<CountedElement?> { yield in try yield(nil); try yield(nil) }
+        #expect(drainGenerically(generic).count == 2)
+    }
+
+    @Test("elements with reference semantics are neither leaked nor freed twice: exhausted, released or cancelled after any number of elements, ended by a throw, or cancelled while the body catches the cancellation and tries to yield again")
+    func elementsAreHandedOverOnce() {
+        let counter = ElementCounter()
+        enum End: CaseIterable { case release, cancel, cancelThenNext, throwAtTwo, catchAndYieldAgain, yieldMoreAtOne }
+        for taken in 0..<6 {
+            for end in End.allCases {
+                var received: [Int] = []
+                do {
+                    let g = Generator<CountedElement> { yield in
+                        for i in 0..<4 {
+                            if end == .throwAtTwo && i == 2 { throw BodyError(code: i) }
+                            do {
+                                try yield(CountedElement(counter, i))
+                            } catch {
+                                guard end == .catchAndYieldAgain else { throw error }
+                                for k in 0..<3 { try? yield(CountedElement(counter, 100 + k)) }
+                                return
+                            }
+                            if end == .yieldMoreAtOne && i == 1 {
+                                try yield(CountedElement(counter, 50))
+                                try yield(CountedElement(counter, 51))
+                            }
+                        }
+                    }
+                    for _ in 0..<taken { if let x = g.next() { received.append(x.n) } }
+                    if end == .cancel || end == .cancelThenNext || end == .catchAndYieldAgain { g.cancel() }
+                    if end == .cancelThenNext { #expect(g.next() == nil) }
+                }
+                let expected = end == .yieldMoreAtOne ? [0, 1, 50, 51, 2, 3] : end == .throwAtTwo ? [0, 1] : [0, 1, 2, 3]
+                #expect(received == Array(expected.prefix(taken)), "\(end) after \(taken)")
+                #expect(counter.live == 0, "\(end) after \(taken): \(counter.live) elements alive")
+            }
+        }
+    }
+
+    @Test("strings, existentials and large structs holding references are moved out intact, and none is leaked whether drained, released or cancelled")
+    func nonTrivialElementsAreMovedOutIntact() {
+        let counter = ElementCounter()
+        do {
+            let strings = Generator<String> { yield in
+                for i in 0..<5 { try yield(String(repeating: "x", count: 100 * i + 1)) }
+            }
+            #expect(drainGenerically(strings).map(\.count) == [1, 101, 201, 301, 401])
+            let existentials = Generator<any CountedValue> { yield in
+                for i in 0..<5 { try yield(CountedElement(counter, i)) }
+            }
+            #expect(drainGenerically(existentials, upTo: 3).map(\.n) == [0, 1, 2])
+            let anys = Generator<Any> { yield in
+                for i in 0..<5 { try yield(CountedElement(counter, i)); try yield("s\(i)"); try yield(i) }
+            }
+            #expect(drainGenerically(anys, upTo: 7).map { "\($0 is CountedElement ? "c" : "\($0)")" }
+                    == ["c", "s0", "0", "c", "s1", "1", "c"])
+            let large = Generator<LargeElement> { yield in
+                for i in 0..<5 {
+                    try yield(LargeElement(head: CountedElement(counter, i), text: "large \(i) " + String(repeating: "y", count: 50),
+                                           tail: [CountedElement(counter, i), CountedElement(counter, i)],
+                                           extra: i % 2 == 0 ? CountedElement(counter, i) : nil))
+                }
+            }
+            let taken = drainGenerically(large, upTo: 3)
+            #expect(taken.map(\.head.n) == [0, 1, 2])
+            #expect(taken.map { $0.tail.map(\.n) } == [[0, 0], [1, 1], [2, 2]])
+            #expect(taken.map { $0.extra?.n } == [0, nil, 2])
+            #expect(taken[1].text.hasPrefix("large 1 yyy"))
+            let cancelled = Generator<LargeElement> { yield in
+                for i in 0..<3 { try yield(LargeElement(head: CountedElement(counter, i), text: "t", tail: [])) }
+            }
+            _ = cancelled.next()
+            cancelled.cancel()
+            #expect(cancelled.next() == nil)
+        }
+        #expect(counter.live == 0)
+    }
+
+    @Test("nested generators of class elements, the outer released after any number of elements, leak none")
+    func nestedGeneratorElementsAreFreed() {
+        let counter = ElementCounter()
+        for taken in 0..<8 {
+            var received: [Int] = []
+            do {
+                let outer = Generator<CountedElement> { yield in
+                    let inner = Generator<CountedElement> { y in for i in 0..<3 { try y(CountedElement(counter, i)) } }
+                    while let v = inner.next() { try yield(v); try yield(CountedElement(counter, 10 + v.n)) }
+                    let unfinished = Generator<CountedElement> { y in for i in 20..<23 { try y(CountedElement(counter, i)) } }
+                    try yield(unfinished.next()!)
+                }
+                for _ in 0..<taken { if let x = outer.next() { received.append(x.n) } }
+            }
+            #expect(received == Array([0, 10, 1, 11, 2, 12, 20].prefix(taken)))
+            #expect(counter.live == 0, "after \(taken): \(counter.live) elements alive")
+        }
+    }
+
+    @Test("elements yielded by a body that suspends its consumer coroutine are all freed when the consumer is cancelled inside the body")
+    func elementsFreedWhenConsumerCancelledInsideBody() async throws {
+        let counter = ElementCounter()
+        try await Kit.run {
+            for useDelay in [false, true] {
+                let waiting = Promise<Void>()
+                let consumer = Coroutine.launch {
+                    let g = Generator<CountedElement> { yield in
+                        try yield(CountedElement(counter, 0))
+                        if useDelay { try Coroutine.delay(.milliseconds(1)) } else { try Coroutine.yield() }
+                        try yield(CountedElement(counter, 1))
+                        let pending = CountedElement(counter, 2)
+                        waiting.fulfill(())
+                        try Coroutine.delay(hangBound)
+                        try yield(pending)
+                    }
+                    var got: [CountedElement] = []
+                    while let x = g.next() { got.append(x) }
+                    #expect(got.map(\.n) == [0, 1])
+                    #expect(g.error is CancellationError)
+                }
+                try waiting.await()
+                consumer.cancel()
+                try consumer.join()
+            }
+        }
+        #expect(counter.live == 0)
+    }
+
+    @Test("a body that catches its consumer coroutine's cancellation inside delay goes on yielding, and its elements are all freed")
+    func bodyCatchesConsumerCancellationAndYields() async throws {
+        let counter = ElementCounter()
+        let got = try await Kit.run { () -> [Int] in
+            let waiting = Promise<Void>()
+            let out = Kit.Log<Int>()
+            let consumer = Coroutine.launch {
+                let g = Generator<CountedElement> { yield in
+                    try yield(CountedElement(counter, 0))
+                    waiting.fulfill(())
+                    do { try Coroutine.delay(hangBound) } catch { try yield(CountedElement(counter, 1)) }
+                    try yield(CountedElement(counter, 2))
+                }
+                while let x = g.next() { out.append(x.n) }
+            }
+            try waiting.await()
+            consumer.cancel()
+            try consumer.join()
+            return out.all
+        }
+        #expect(got == [0, 1, 2])
+        #expect(counter.live == 0)
+    }
+
+    @Test("two coroutines on one scheduler drive one generator in turn, each getting the next element, and the one that releases it unwinds the body on its behalf")
+    func twoCoroutinesDriveOneGenerator() async throws {
+        let counter = ElementCounter()
+        let log = try await Kit.run { () -> [String] in
+            let log = Kit.Log<String>()
+            final class Shared: @unchecked Sendable { var g: Generator<CountedElement>? }
+            let shared = Shared()
+            shared.g = Generator<CountedElement> { yield in
+                defer { log.append("unwound for \(Coroutine.current?.name ?? "none")") }
+                var i = 0
+                while true { try yield(CountedElement(counter, i)); i += 1 }
+            }
+            let a = Coroutine.launch(name: "A") {
+                for _ in 0..<3 { log.append("A got \(shared.g!.next()!.n)"); try Coroutine.yield() }
+            }
+            let b = Coroutine.launch(name: "B") {
+                for _ in 0..<3 { log.append("B got \(shared.g!.next()!.n)"); try Coroutine.yield() }
+                try a.join()
+                shared.g = nil
+            }
+            try a.join()
+            try b.join()
+            return log.all
+        }
+        let got = log.dropLast().map { Int($0.split(separator: " ").last!)! }
+        #expect(got == Array(0..<6), "\(log)")
+        #expect(Set(log.dropLast().map { $0.prefix(1) }) == ["A", "B"], "\(log)")
+        #expect(log.last == "unwound for B", "\(log)")
+        #expect(counter.live == 0)
+    }
+
+    @Test("a suspended generator released by another coroutine than the one it last ran for unwinds on the releaser's behalf, even across a suspension in its defer")
+    func releaseByAnotherCoroutineUnwindsThere() async throws {
+        let log = try await Kit.run { () -> [String] in
+            let log = Kit.Log<String>()
+            final class Shared: @unchecked Sendable { var g: Generator<Int>? }
+            let shared = Shared()
+            let a = Coroutine.launch(name: "A") {
+                let g = Generator<Int> { yield in
+                    defer {
+                        log.append("defer for \(Coroutine.current?.name ?? "none")")
+                        try? Coroutine.delay(.milliseconds(1))
+                        log.append("defer after delay for \(Coroutine.current?.name ?? "none")")
+                    }
+                    for i in 0..<10 { try yield(i) }
+                }
+                _ = g.next()
+                shared.g = g
+            }
+            try a.join()
+            let b = Coroutine.launch(name: "B") {
+                log.append("B releases")
+                shared.g = nil
+                log.append("B released")
+            }
+            try b.join()
+            return log.all
+        }
+        #expect(log == ["B releases", "defer for B", "defer after delay for B", "B released"])
     }
 
     // MARK: Timeout scopes
