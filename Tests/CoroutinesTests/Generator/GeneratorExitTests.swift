@@ -44,6 +44,25 @@ struct GeneratorExitTests {
         #expect(stderr.contains("generator resumed on a different thread"), "stderr: \(stderr)")
     }
 
+    @Test("cancel() on another thread than the one the body suspended on traps, and the body does not run there")
+    func cancelOnOtherThread() async {
+        let result = await ChildProcess.run(.failure, id: "cancelOnOtherThread") {
+            let g = Generator<Int> { yield in
+                defer { FileHandle.standardError.write(Data("body unwound\n".utf8)) }
+                var i = 0
+                while true { try yield(i); i += 1 }
+            }
+            _ = g.next()
+            nonisolated(unsafe) let unsafeG = g
+            let t = Thread { unsafeG.cancel() }
+            t.start()
+            while true { sleep(1) }   // the other thread traps and ends the process
+        }
+        let stderr = result?.standardError ?? ""
+        #expect(stderr.contains("generator resumed on a different thread"), "stderr: \(stderr)")
+        #expect(!stderr.contains("body unwound"), "stderr: \(stderr)")
+    }
+
     @Test("a body that swallows cancellation forever traps with 'generator body ignores cancellation'")
     func endlessSwallowingBody() async {
         let result = await ChildProcess.run(.failure, id: "endlessSwallowingBody") {
@@ -104,6 +123,55 @@ struct GeneratorExitTests {
         #expect(stderr.contains("inner body calls the outer yield"), "stderr: \(stderr)")
         #expect(stderr.contains("yield used outside its generator's body"), "stderr: \(stderr)")
         #expect(!stderr.contains("the outer yield returned"), "stderr: \(stderr)")
+    }
+
+    @Test("a yield escaped from a finished body and called in another generator's body, on the stack the first one gave back, traps")
+    func escapedYieldOnReusedStack() async {
+        let result = await ChildProcess.run(.failure, id: "escapedYieldOnReusedStack") {
+            var escaped: Yield<Int>?
+            let first = Generator<Int> { yield in escaped = yield; try yield(1) }
+            _ = first.next()
+            let firstStack = first.frame.pointee.stackLow
+            while first.next() != nil {}   // finished: its stack went back to the pool
+            var second: Generator<Int>!
+            second = Generator<Int> { yield in
+                if second.frame.pointee.stackLow == firstStack {
+                    FileHandle.standardError.write(Data("on the first body's stack\n".utf8))
+                }
+                FileHandle.standardError.write(Data("second body calls the first body's yield\n".utf8))
+                try escaped?(2)
+                FileHandle.standardError.write(Data("the escaped yield returned\n".utf8))
+                try yield(3)
+            }
+            _ = second.next()
+            withExtendedLifetime(first) {}
+        }
+        let stderr = result?.standardError ?? ""
+        #expect(stderr.contains("on the first body's stack"), "stderr: \(stderr)")
+        #expect(stderr.contains("second body calls the first body's yield"), "stderr: \(stderr)")
+        #expect(stderr.contains("yield used outside its generator's body"), "stderr: \(stderr)")
+        #expect(!stderr.contains("the escaped yield returned"), "stderr: \(stderr)")
+    }
+
+    @Test("a suspended generator's yield called from another generator's body traps")
+    func suspendedGeneratorsYieldFromOtherBody() async {
+        let result = await ChildProcess.run(.failure, id: "suspendedGeneratorsYieldFromOtherBody") {
+            var escaped: Yield<Int>?
+            let first = Generator<Int> { yield in escaped = yield; try yield(1); try yield(2) }
+            _ = first.next()   // suspended in its first yield
+            let second = Generator<Int> { yield in
+                FileHandle.standardError.write(Data("second body calls the first body's yield\n".utf8))
+                try escaped?(2)
+                FileHandle.standardError.write(Data("the escaped yield returned\n".utf8))
+                try yield(3)
+            }
+            _ = second.next()
+            withExtendedLifetime(first) {}
+        }
+        let stderr = result?.standardError ?? ""
+        #expect(stderr.contains("second body calls the first body's yield"), "stderr: \(stderr)")
+        #expect(stderr.contains("yield used outside its generator's body"), "stderr: \(stderr)")
+        #expect(!stderr.contains("the escaped yield returned"), "stderr: \(stderr)")
     }
 
     @Test("after cancellation the 1,000th swallowed yield still throws and the 1,001st traps")
