@@ -28,6 +28,10 @@ struct FloatingPointEnvironmentTests {
         var divisionRoundsUp: Bool
         var flushesToZero: Bool
 
+        // Out of line: inlined, the optimiser computes the divisions (pure, as LLVM sees them)
+        // once for all the reads in a function, before an fesetround or a switch between them
+        // (in a release build, a generator body's four reads divided once, at its start).
+        @inline(never)
         static var current: Mode {
             let q = Kit.opaque(1.0) / Kit.opaque(3.0)
             let tiny = Kit.opaque(Double.leastNormalMagnitude) / Kit.opaque(4.0)
@@ -212,6 +216,8 @@ struct FloatingPointEnvironmentTests {
         /// 1/3 then has its low 11 of 64 significand bits zero.
         var dividesInDoublePrecision: Bool
 
+        // Out of line, as Mode.current.
+        @inline(never)
         static var current: X87 {
             var env = fenv_t()
             fegetenv(&env)
