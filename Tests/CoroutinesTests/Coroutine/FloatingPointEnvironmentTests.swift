@@ -201,6 +201,43 @@ struct FloatingPointEnvironmentTests {
         #expect(bystander.allSatisfy { $0.hasSuffix("true") }, "\(bystander)")
     }
 
+    @Test("a generator driven in turn by two coroutines on one scheduler finds at each resume the mode of the coroutine that resumes it, and each coroutine keeps its own across the other's turns")
+    func generatorDrivenByTwoCoroutinesInTurn() async throws {
+        let log = try await Kit.run { () -> [String] in
+            final class Shared: @unchecked Sendable { var g: Generator<Mode>? }
+            let shared = Shared()
+            shared.g = Generator<Mode> { yield in while true { try yield(Mode.current) } }
+            let log = Kit.Log<String>()
+            // Given coroutine A in the changed mode and coroutine B in the default one, taking
+            // the elements of one generator in turn
+            let a = Coroutine.launch {
+                Self.change()
+                defer { Self.restore() }
+                for _ in 0..<3 {
+                    let inBody = shared.g!.next()!
+                    log.append("A body \(Self.isChanged(inBody)) own \(Self.isChanged(Mode.current))")
+                    try Coroutine.yield()
+                }
+            }
+            let b = Coroutine.launch {
+                for _ in 0..<3 {
+                    let inBody = shared.g!.next()!
+                    log.append("B body \(inBody == .standard) own \(Mode.current == .standard)")
+                    try Coroutine.yield()
+                }
+            }
+            try a.join()
+            try b.join()
+            shared.g = nil
+            return log.all
+        }
+        // Then the body ran in A's mode for A and in B's for B, and neither's mode leaked into
+        // the other's
+        #expect(log.count == 6)
+        #expect(Set(log.map { $0.prefix(1) }) == ["A", "B"], "\(log)")
+        #expect(log.allSatisfy { $0.hasSuffix("body true own true") }, "\(log)")
+    }
+
     #if arch(x86_64)
     // MARK: x87 precision control
 
