@@ -11,8 +11,10 @@
 //     as in `Coroutine.yield`; where the two call chains differ higher up, one return further up
 //     misses, whichever variant is used — a jump there mispredicts every later return instead);
 //   - "ccoro_switch_jump": the two sides switch from different places, ending in an indirect jump
-//     (the runtime's switches between the loop and a coroutine, into fresh stacks, and between a
-//     generator's next() and its yield);
+//     (the runtime's switches between the loop and a coroutine, and into fresh coroutine stacks);
+//   - "ccoro_switch_swap": the switch between a generator's next() and its yield: one context word
+//     for both sides, an indirect jump, and no floating-point control registers (body and
+//     consumer share them), so it does less than Boost's and is shown for its own figure;
 //   - "ccoro_switch, two call sites": `ret` where the predictor must miss (shown to say why the
 //     runtime does not use it there);
 //   - "boost jump_fcontext" (from different places, as Boost's own users do).
@@ -29,6 +31,7 @@
 typedef struct ccoro_context { void *sp; } ccoro_context;
 void ccoro_switch(ccoro_context *from, const ccoro_context *to);
 void ccoro_switch_jump(ccoro_context *from, const ccoro_context *to);
+void ccoro_switch_swap(ccoro_context *ctx);
 void ccoro_make(ccoro_context *ctx, void *stack_top, void (*entry)(void *), void *arg);
 
 typedef void *fcontext_t;
@@ -36,9 +39,10 @@ typedef struct { fcontext_t fctx; void *data; } transfer_t;
 transfer_t jump_fcontext(fcontext_t const to, void *vp);
 fcontext_t make_fcontext(void *sp, size_t size, void (*fn)(transfer_t));
 
-enum { SHARED_RET, JUMP, SPLIT_RET, BOOST, VARIANTS };
+enum { SHARED_RET, JUMP, SWAP, SPLIT_RET, BOOST, VARIANTS };
 static const char *names[VARIANTS] = {
-  "ccoro_switch, one call site", "ccoro_switch_jump", "ccoro_switch, two call sites", "boost jump_fcontext",
+  "ccoro_switch, one call site", "ccoro_switch_jump", "ccoro_switch_swap", "ccoro_switch, two call sites",
+  "boost jump_fcontext",
 };
 static const long switches = 10000000;   // per loop; a round trip is two
 
@@ -64,6 +68,7 @@ static void coro_entry(void *arg) {
     switch (variant) {
     case SHARED_RET: shared_loop(&coro_ctx, &main_ctx, switches); break;   // the main side ends first
     case JUMP: ccoro_switch_jump(&coro_ctx, &main_ctx); break;
+    case SWAP: ccoro_switch_swap(&coro_ctx); break;   // the one word of the pair
     default: ccoro_switch(&coro_ctx, &main_ctx); break;
     }
   }
@@ -87,6 +92,7 @@ static double timed_loop(int v) {
   switch (v) {
   case SHARED_RET: shared_loop(&main_ctx, &coro_ctx, rounds); break;
   case JUMP: for (long i = 0; i < rounds; i++) ccoro_switch_jump(&main_ctx, &coro_ctx); break;
+  case SWAP: for (long i = 0; i < rounds; i++) ccoro_switch_swap(&coro_ctx); break;
   case SPLIT_RET: for (long i = 0; i < rounds; i++) ccoro_switch(&main_ctx, &coro_ctx); break;
   case BOOST: for (long i = 0; i < rounds; i++) boost_ctx = jump_fcontext(boost_ctx, 0).fctx; break;
   }
