@@ -138,19 +138,14 @@ struct GeneratorExitTests {
                 if second.frame.pointee.stackLow == firstStack {
                     FileHandle.standardError.write(Data("on the first body's stack\n".utf8))
                 }
-                FileHandle.standardError.write(Data("second body calls the first body's yield\n".utf8))
-                try escaped?(2)
-                FileHandle.standardError.write(Data("the escaped yield returned\n".utf8))
-                try yield(3)
+                try callEscapedYield(escaped, then: yield)
             }
             _ = second.next()
             withExtendedLifetime(first) {}
         }
         let stderr = result?.standardError ?? ""
         #expect(stderr.contains("on the first body's stack"), "stderr: \(stderr)")
-        #expect(stderr.contains("second body calls the first body's yield"), "stderr: \(stderr)")
-        #expect(stderr.contains("yield used outside its generator's body"), "stderr: \(stderr)")
-        #expect(!stderr.contains("the escaped yield returned"), "stderr: \(stderr)")
+        expectEscapedYieldTrapped(stderr)
     }
 
     @Test("a suspended generator's yield called from another generator's body traps")
@@ -160,18 +155,13 @@ struct GeneratorExitTests {
             let first = Generator<Int> { yield in escaped = yield; try yield(1); try yield(2) }
             _ = first.next()   // suspended in its first yield
             let second = Generator<Int> { yield in
-                FileHandle.standardError.write(Data("second body calls the first body's yield\n".utf8))
-                try escaped?(2)
-                FileHandle.standardError.write(Data("the escaped yield returned\n".utf8))
-                try yield(3)
+                try callEscapedYield(escaped, then: yield)
             }
             _ = second.next()
             withExtendedLifetime(first) {}
         }
         let stderr = result?.standardError ?? ""
-        #expect(stderr.contains("second body calls the first body's yield"), "stderr: \(stderr)")
-        #expect(stderr.contains("yield used outside its generator's body"), "stderr: \(stderr)")
-        #expect(!stderr.contains("the escaped yield returned"), "stderr: \(stderr)")
+        expectEscapedYieldTrapped(stderr)
     }
 
     @Test("after cancellation the 1,000th swallowed yield still throws and the 1,001st traps")
@@ -292,4 +282,20 @@ struct GeneratorExitTests {
             if allocator.stacksPooled != pooled { exit(13) }
         }
     }
+}
+
+/// A second generator's body: calls the first body's `escaped` yield (which must trap with "yield
+/// used outside its generator's body"), saying so on stderr before and, if it returned, after.
+private func callEscapedYield(_ escaped: Yield<Int>?, then yield: Yield<Int>) throws {
+    FileHandle.standardError.write(Data("second body calls the first body's yield\n".utf8))
+    try escaped?(2)
+    FileHandle.standardError.write(Data("the escaped yield returned\n".utf8))
+    try yield(3)
+}
+
+/// What the child's stderr shows when `callEscapedYield` trapped in the escaped yield.
+private func expectEscapedYieldTrapped(_ stderr: String, sourceLocation: SourceLocation = #_sourceLocation) {
+    #expect(stderr.contains("second body calls the first body's yield"), "stderr: \(stderr)", sourceLocation: sourceLocation)
+    #expect(stderr.contains("yield used outside its generator's body"), "stderr: \(stderr)", sourceLocation: sourceLocation)
+    #expect(!stderr.contains("the escaped yield returned"), "stderr: \(stderr)", sourceLocation: sourceLocation)
 }
