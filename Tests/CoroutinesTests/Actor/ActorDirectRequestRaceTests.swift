@@ -46,6 +46,24 @@ struct ActorDirectRequestRaceTests {
         }
     }
 
+    /// An actor on the current scheduler that echoes each message and logs "actor answers N"
+    /// first; message 1 it handles by suspending (`pause`, through `other`), fulfilling
+    /// `handling`, then waiting for `gate`.
+    fileprivate static func makeGatedActor(_ pause: Pause, other: CoroutineActor<Int, Int>, handling: Promise<Void>? = nil,
+                               gate: Promise<Void>, log: Kit.Log<String>) -> CoroutineActor<Int, Int> {
+        CoroutineActor<Int, Int>(on: CoroutineScheduler.current) { mailbox in
+            for envelope in mailbox {
+                if envelope.message == 1 {
+                    try Self.suspend(pause, other: other)   // a direct requester is given up here
+                    handling?.fulfill(())
+                    try gate.await()
+                }
+                log.append("actor answers \(envelope.message)")
+                envelope.reply(envelope.message)
+            }
+        }
+    }
+
     // MARK: Cancellation of a direct requester
 
     @Test("a direct requester the actor cancels while handling its message without suspending gets the answer (<doc:Actors>, Mailbox invariant 8), and sees the cancellation at its next suspension")
@@ -115,17 +133,7 @@ struct ActorDirectRequestRaceTests {
             let handling = Promise<Void>()
             let gate = Promise<Void>()
             let other = Self.makeEcho(on: CoroutineScheduler.current)
-            let actor = CoroutineActor<Int, Int>(on: CoroutineScheduler.current) { mailbox in
-                for envelope in mailbox {
-                    if envelope.message == 1 {
-                        try Self.suspend(pause, other: other)   // given up here
-                        handling.fulfill(())
-                        try gate.await()
-                    }
-                    log.append("actor answers \(envelope.message)")
-                    envelope.reply(envelope.message)
-                }
-            }
+            let actor = Self.makeGatedActor(pause, other: other, handling: handling, gate: gate, log: log)
             defer { actor.cancel(); other.cancel() }
             _ = try other.request(0)
             _ = try actor.request(0)
@@ -214,16 +222,7 @@ struct ActorDirectRequestRaceTests {
         try await Kit.run {
             let gate = Promise<Void>()
             let other = Self.makeEcho(on: CoroutineScheduler.current)
-            let actor = CoroutineActor<Int, Int>(on: CoroutineScheduler.current) { mailbox in
-                for envelope in mailbox {
-                    if envelope.message == 1 {
-                        try Self.suspend(pause, other: other)
-                        try gate.await()
-                    }
-                    log.append("actor answers \(envelope.message)")
-                    envelope.reply(envelope.message)
-                }
-            }
+            let actor = Self.makeGatedActor(pause, other: other, gate: gate, log: log)
             defer { actor.cancel(); other.cancel() }
             _ = try other.request(0)
             _ = try actor.request(0)
