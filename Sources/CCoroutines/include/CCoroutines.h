@@ -162,6 +162,15 @@ void ccoro_signal_prepare_thread(void);
 /// Prints "coroutine stack overflow in '<name>' (stack size N bytes)" (and `why`) and aborts.
 void ccoro_report_overflow(const char *name, size_t stack_size, const char *why) __attribute__((noreturn));
 
+// MARK: - Swift runtime reference counts
+
+/// How many weak references, plus one, and unowned references, plus one, the Swift object
+/// `object` has (exported by the Swift runtime, libswiftCore: `swift/Runtime/HeapObject.h`). An
+/// actor reuses a direct request's envelope only when it holds the one strong reference and
+/// both are 1: no reference of any kind could observe the reuse (Mailbox.swift, invariant 10).
+size_t swift_weakRetainCount(void *object);
+size_t swift_unownedRetainCount(void *object);
+
 // MARK: - Sanitizer fibers
 
 /// Non-zero when this build has ThreadSanitizer or AddressSanitizer, i.e. when the fiber calls

@@ -52,17 +52,20 @@ import Darwin
 public final class Envelope<Message: Sendable, Reply: Sendable>: @unchecked Sendable {
     // Thread-safety: the fields other than `state` are written before the envelope is handed to
     // the actor and only read afterwards, except `retainsRequester`, set by the actor's thread
-    // before it publishes an armed epoch (invariant 4) and read by the deinit.
+    // before it publishes an armed epoch (invariant 4) and read by the deinit; and except a spare
+    // envelope's `message`, `requester` and `slot`, written again by `reuse` while the mailbox
+    // holds the only reference of any kind (`Mailbox` invariant 10).
 
     /// The message.
-    public let message: Message
+    @inlinable public var message: Message { storedMessage }
+    @usableFromInline @exclusivity(unchecked) var storedMessage: Message
     @usableFromInline let promise: Promise<Reply>?
     /// The requester of a `request`; answering borrows it. Retained by the envelope if
     /// `retainsRequester` (a queued request: the requester may be cancelled and end while the
     /// message waits). A direct requester is not: it cannot end before it is resumed.
-    @usableFromInline let requester: Unmanaged<Coroutine>?
+    @usableFromInline @exclusivity(unchecked) var requester: Unmanaged<Coroutine>?
     @usableFromInline @exclusivity(unchecked) var retainsRequester: Bool
-    @usableFromInline let slot: UnsafeMutablePointer<Result<Reply, any Error>?>?
+    @usableFromInline @exclusivity(unchecked) var slot: UnsafeMutablePointer<Result<Reply, any Error>?>?
     /// Whether the message was handed straight to the idle actor on the requester's thread, so
     /// that an answer to its requester, once given up and armed, wakes it at the front of the run
     /// queue (``CoroutineScheduler/makeReadyNext(_:)``).
@@ -72,7 +75,7 @@ public final class Envelope<Message: Sendable, Reply: Sendable>: @unchecked Send
 
     @inlinable
     init(_ message: Message, _ promise: Promise<Reply>) {
-        self.message = message
+        storedMessage = message
         self.promise = promise
         requester = nil
         retainsRequester = false
@@ -85,7 +88,7 @@ public final class Envelope<Message: Sendable, Reply: Sendable>: @unchecked Send
     @inlinable
     init(_ message: Message, requester: Coroutine, epoch: UInt64,
          slot: UnsafeMutablePointer<Result<Reply, any Error>?>) {
-        self.message = message
+        storedMessage = message
         promise = nil
         self.requester = Unmanaged.passRetained(requester)
         retainsRequester = true
@@ -98,12 +101,23 @@ public final class Envelope<Message: Sendable, Reply: Sendable>: @unchecked Send
     /// the envelope does not retain it.
     @inlinable
     init(_ message: Message, directRequester: Coroutine, slot: UnsafeMutablePointer<Result<Reply, any Error>?>) {
-        self.message = message
+        storedMessage = message
         promise = nil
         requester = Unmanaged.passUnretained(directRequester)
         retainsRequester = false
         self.slot = slot
         isHandOff = true
+    }
+
+    /// Readies a spare envelope of a direct request, answered and held by nothing but its
+    /// mailbox, for the next direct request (`Mailbox` invariant 10): as
+    /// `init(_:directRequester:slot:)` would, without allocating.
+    @inlinable
+    func reuse(_ message: Message, directRequester: Coroutine, slot: UnsafeMutablePointer<Result<Reply, any Error>?>) {
+        storedMessage = message
+        requester = Unmanaged.passUnretained(directRequester)
+        self.slot = slot
+        state.store(EnvelopeState.unanswered, ordering: .relaxed)
     }
 
     deinit {

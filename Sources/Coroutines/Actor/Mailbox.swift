@@ -1,3 +1,4 @@
+import CCoroutines
 import Synchronization
 
 // The mailbox of one actor: an unbounded FIFO queue of envelopes with one receiver, the actor's
@@ -51,6 +52,15 @@ import Synchronization
 //   9. Bounded, as hand-offs to the front of the run queue are: each direct request takes a turn
 //      of its scheduler's hand-off streak and direct budget (`takeDirectTurn`), and each direct
 //      switch back one of the direct budget; without one, the ordinary path is taken.
+//  10. A direct envelope the actor lets go of (`finishInHand`) while the mailbox holds the only
+//      reference of any kind — strong, weak or unowned, counted by the Swift runtime — is kept
+//      in `spare`, answered (`noReply` if the body dropped it unanswered, as its deinit would),
+//      and the next direct request reuses it instead of allocating (`Envelope.reuse`). Nothing
+//      can observe the reuse: a weak or unowned reference needs one to copy from, or a strong
+//      one to be made. Only for a trivial `Message` (a spare holds no resource of the last
+//      message), and not under a sanitizer, which cannot see the runtime's counts order an
+//      earlier holder's accesses before the reuse. `spare` is confined to the actor's thread:
+//      written by the actor's coroutine, taken by a requester that claimed its wait there.
 
 /// The FIFO queue of a ``CoroutineActor``'s incoming messages, iterated by the actor's body:
 /// `for envelope in mailbox { … }`.
@@ -84,8 +94,13 @@ public final class Mailbox<Message: Sendable, Reply: Sendable>: @unchecked Senda
     /// The envelope of the requester waiting directly for the actor (invariant 7): unretained,
     /// the mailbox holds it while this is set. Confined to the actor's scheduler thread.
     @usableFromInline @exclusivity(unchecked) var direct: Unmanaged<Envelope<Message, Reply>>?
+    /// A direct request's envelope kept for the next (invariant 10), retained by hand: moved
+    /// in and out without a retain and release. Confined to the actor's scheduler thread.
+    @usableFromInline @exclusivity(unchecked) var spare: Unmanaged<Envelope<Message, Reply>>?
 
     init() {}
+
+    deinit { spare?.release() }
 
     /// Returns an iterator over the incoming envelopes.
     @available(*, noasync, message: "a mailbox is iterated by the actor's coroutine")
@@ -220,7 +235,14 @@ public final class Mailbox<Message: Sendable, Reply: Sendable>: @unchecked Senda
               me.placement._withUnsafeGuaranteedRef({ $0.takeDirectTurn() }),
               actor.tryClaim(epoch: e) else { return false }
         // Claimed: nothing else resumes the actor, so its side of the mailbox is this thread's.
-        let envelope = Envelope<Message, Reply>(message, directRequester: me, slot: slot)
+        let envelope: Envelope<Message, Reply>
+        if let e = spare {   // invariant 10
+            spare = nil
+            e._withUnsafeGuaranteedRef { $0.reuse(message, directRequester: me, slot: slot) }
+            envelope = e.takeRetainedValue()
+        } else {
+            envelope = Envelope(message, directRequester: me, slot: slot)
+        }
         let u = Unmanaged.passUnretained(envelope)
         direct = u
         handed = consume envelope   // invariant 5: the actor takes it when it resumes
@@ -293,9 +315,19 @@ public final class Mailbox<Message: Sendable, Reply: Sendable>: @unchecked Senda
     func finishInHand() {
         // Compared without a reference of its own, which would make it look shared.
         if let d = direct, inHand.map({ Unmanaged.passUnretained($0).toOpaque() }) == d.toOpaque() {
-            // Answered, or released now (its deinit answers noReply on this thread): answered.
-            if d._withUnsafeGuaranteedRef({ $0.state.load(ordering: .acquiring) }) == EnvelopeState.answered
-                || isKnownUniquelyReferenced(&inHand) {
+            if isKnownUniquelyReferenced(&inHand) {
+                direct = nil
+                if isReusable(d) {   // invariant 10: answered here, kept
+                    if d._withUnsafeGuaranteedRef({ $0.state.load(ordering: .acquiring) }) != EnvelopeState.answered {
+                        d._withUnsafeGuaranteedRef { $0.answerNoReply() }
+                    }
+                    spare = Unmanaged.passRetained(inHand.take().unsafelyUnwrapped)
+                } else {
+                    inHand = nil   // released now: its deinit answers noReply on this thread
+                }
+                return
+            }
+            if d._withUnsafeGuaranteedRef({ $0.state.load(ordering: .acquiring) }) == EnvelopeState.answered {
                 direct = nil
                 inHand = nil
                 return
@@ -303,6 +335,15 @@ public final class Mailbox<Message: Sendable, Reply: Sendable>: @unchecked Senda
             Unmanaged<Coroutine>.fromOpaque(owner.unsafelyUnwrapped)._withUnsafeGuaranteedRef { giveUpDirectRequester($0) }
         }
         inHand = nil
+    }
+
+    /// Whether `envelope`, held by `inHand` as its only strong reference, has no weak or unowned
+    /// reference either and may be kept as the spare (invariant 10).
+    @inlinable @inline(__always)
+    func isReusable(_ envelope: Unmanaged<Envelope<Message, Reply>>) -> Bool {
+        guard _isPOD(Message.self), ccoro_fibers_active == 0 else { return false }
+        let object = envelope.toOpaque()
+        return swift_weakRetainCount(object) == 1 && swift_unownedRetainCount(object) == 1
     }
 
     /// The actor's body has ended: lets go of the envelope in hand and resumes a requester still

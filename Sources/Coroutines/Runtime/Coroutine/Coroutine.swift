@@ -39,7 +39,7 @@ public final class Coroutine: @unchecked Sendable, Hashable, CustomStringConvert
     @usableFromInline let placementValue: Atomic<Unmanaged<CoroutineScheduler>>
     /// The stack and saved context while the coroutine owns a stack. Confined to the scheduler's
     /// thread.
-    @exclusivity(unchecked) var record: UnsafeMutablePointer<ccoro_stack_record>?
+    @usableFromInline @exclusivity(unchecked) var record: UnsafeMutablePointer<ccoro_stack_record>?
     /// Active `withTimeout` scopes, innermost last. Confined to the scheduler's thread.
     @exclusivity(unchecked) var timeoutScopes: [TimeoutScope] = []
     /// How many of `timeoutScopes` have expired, so that the check before every suspending
@@ -51,10 +51,10 @@ public final class Coroutine: @unchecked Sendable, Hashable, CustomStringConvert
     @usableFromInline let epoch = Atomic<UInt64>(0)
     /// Why the last suspension ended. Written by the claimer before it enqueues the coroutine
     /// (the enqueue orders it before the read after resumption).
-    @exclusivity(unchecked) var wakeReason = WakeReason.completed
+    @usableFromInline @exclusivity(unchecked) var wakeReason = WakeReason.completed
     @usableFromInline let cancelledFlag = Atomic<Bool>(false)
-    let statusValue = Atomic<UInt8>(CoroutineStatus.created.rawValue)
-    let waitKindValue = Atomic<UInt8>(WaitKind.none.rawValue)
+    @usableFromInline let statusValue = Atomic<UInt8>(CoroutineStatus.created.rawValue)
+    @usableFromInline let waitKindValue = Atomic<UInt8>(WaitKind.none.rawValue)
     /// Whether the coroutine was switched to at least once (the first switch enters the
     /// trampoline and uses `ccoro_switch_jump`). Confined to the scheduler's thread.
     @exclusivity(unchecked) var hasRun = false
@@ -424,6 +424,7 @@ public final class Coroutine: @unchecked Sendable, Hashable, CustomStringConvert
     /// - Complexity: O(1). Thread-safe.
     public var error: (any Error)? { withShared { $0.error } }
 
+    @inlinable
     var status: CoroutineStatus {
         get { CoroutineStatus(rawValue: statusValue.load(ordering: .relaxed))! }
         set { statusValue.store(newValue.rawValue, ordering: .relaxed) }
@@ -443,6 +444,7 @@ public final class Coroutine: @unchecked Sendable, Hashable, CustomStringConvert
 }
 
 /// The lifecycle state of a coroutine.
+@usableFromInline
 enum CoroutineStatus: UInt8 {
     case created, ready, running, suspended, finished
 }

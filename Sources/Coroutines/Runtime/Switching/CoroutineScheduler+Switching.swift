@@ -32,7 +32,10 @@ extension CoroutineScheduler {
         checkStack(of: c, r)
         // An actor with a requester waiting directly for it: back to that requester, or resume it
         // or give it up first (`Mailbox` invariant 8).
-        if _slowPath(c.hasDirectRequester), switchBackToDirectRequester(from: c, r) { return }
+        if _slowPath(c.hasDirectRequester), let requester = directRequesterToSwitchBackTo(from: c) {
+            requester._withUnsafeGuaranteedRef { transferDirect(from: c, r, to: $0) }
+            return
+        }
         if directBudget > 0, let next = takeDirectSuccessor() {
             directBudget -= 1
             prefetchAhead()
@@ -49,40 +52,58 @@ extension CoroutineScheduler {
                       fakeStack: &r.pointee.fake_stack)
     }
 
-    /// `switchAway` of an actor's coroutine `c` (context in `r`) while a requester waits
-    /// directly for it: switches straight back to that requester if the actor parks in its
-    /// mailbox with the request answered and the direct budget allows, returning true when `c` is
-    /// resumed; else resumes or gives up the requester and returns false. Out of line, so that
-    /// every other suspension's `switchAway` keeps its small frame (inlined, `yield` took 1 ns more).
+    /// `switchAway` of an actor's coroutine `c` while a requester waits directly for it: the
+    /// requester to switch straight back to, if the actor parks in its mailbox with the request
+    /// answered and the direct budget allows; else nil, having resumed or given up the requester
+    /// (`Mailbox` invariant 8). Out of line, so that every other suspension's `switchAway` keeps
+    /// its small frame (inlined, `yield` took 1 ns more); the switch itself is `switchAway`'s
+    /// call of ``transferDirect(from:_:to:)``.
     @inline(never)
-    private func switchBackToDirectRequester(from c: Coroutine, _ r: UnsafeMutablePointer<ccoro_stack_record>) -> Bool {
+    private func directRequesterToSwitchBackTo(from c: Coroutine) -> Unmanaged<Coroutine>? {
         if c.switchesBackToRequester, directBudget > 0 {
             directBudget -= 1
             let requester = c.directRequester.unsafelyUnwrapped
             c.directRequester = nil
             c.switchesBackToRequester = false
-            requester._withUnsafeGuaranteedRef { next in
-                next.wakeReason = .completed
-                transfer(from: r, to: next)
-            }
-            return true
+            requester._withUnsafeGuaranteedRef { $0.wakeReason = .completed }
+            return requester
         }
-        c.unstartedObserver.unsafelyUnwrapped.coroutineLeavesDirectRequester(c)
-        return false
+        leaveDirectRequester(of: c)
+        return nil
     }
 
     /// Suspends the running coroutine `c`, a direct requester (`Mailbox` invariant 7): unarmed,
     /// resumed only by this thread, and switches straight to `next`, the actor whose mailbox wait
-    /// `c` claimed. Returns when `c` is resumed. On this scheduler's thread.
-    @usableFromInline
+    /// `c` claimed. Returns when `c` is resumed. On this scheduler's thread. Inlined into the
+    /// requester's code (see ``transferDirect(from:_:to:)``).
+    @inlinable @inline(__always)
     func switchDirect(from c: Coroutine, to next: Coroutine) {
         c.waitKindValue.store(WaitKind.actorRequest.rawValue, ordering: .relaxed)
         c.status = .suspended
-        let r = c.record.unsafelyUnwrapped
-        checkStack(of: c, r)
         // `c` is itself an actor with a requester waiting directly: it leaves without parking.
-        if _slowPath(c.hasDirectRequester) { c.unstartedObserver.unsafelyUnwrapped.coroutineLeavesDirectRequester(c) }
+        if _slowPath(c.hasDirectRequester) { leaveDirectRequester(of: c) }
         next.wakeReason = .completed
+        transferDirect(from: c, c.record.unsafelyUnwrapped, to: next)
+    }
+
+    /// `c`, whose `directRequester` is set, suspends or switches to another coroutine without
+    /// switching back to it: resumes or gives up that requester (`Mailbox` invariant 8).
+    @usableFromInline @inline(never)
+    func leaveDirectRequester(of c: Coroutine) {
+        c.unstartedObserver.unsafelyUnwrapped.coroutineLeavesDirectRequester(c)
+    }
+
+    /// ``transfer(from:to:)`` for both sides of a direct request: called by the requester's code
+    /// (``switchDirect(from:to:)``, inlined there) and by the actor's ``switchAway(from:)``, so
+    /// that each side, resumed, returns through one frame the return predictor does not expect
+    /// (this one's) where a longer chain of calls missed at every return. The switch's own return
+    /// is predicted: both sides suspend at this one call site. Checks the stack of `c` (its
+    /// context in `r`) before it leaves, and clears its wait kind when it is resumed: a store
+    /// after the switch, so that the switch is a call from here, not a tail call from the
+    /// callers.
+    @usableFromInline @inline(never)
+    func transferDirect(from c: Coroutine, _ r: UnsafeMutablePointer<ccoro_stack_record>, to next: Coroutine) {
+        checkStack(of: c, r)
         transfer(from: r, to: next)
         c.waitKindValue.store(WaitKind.none.rawValue, ordering: .relaxed)
     }
