@@ -56,10 +56,11 @@ extension CoroutineActor {
                     // its answer, failing to claim this finished wait, is dropped.
                 })
             }
-            guard let result else {
-                preconditionFailure("internal inconsistency: an actor request resumed without an answer")
+            switch consume result {
+            case .success(let reply)?: return reply
+            case .failure(let error)?: throw error
+            case nil: preconditionFailure("internal inconsistency: an actor request resumed without an answer")
             }
-            return try result.get()
         }
     }
 }
