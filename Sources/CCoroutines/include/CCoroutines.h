@@ -162,14 +162,28 @@ void ccoro_signal_prepare_thread(void);
 /// Prints "coroutine stack overflow in '<name>' (stack size N bytes)" (and `why`) and aborts.
 void ccoro_report_overflow(const char *name, size_t stack_size, const char *why) __attribute__((noreturn));
 
-// MARK: - Swift runtime reference counts
+// MARK: - Swift object reference counts
 
-/// How many weak references, plus one, and unowned references, plus one, the Swift object
-/// `object` has (exported by the Swift runtime, libswiftCore: `swift/Runtime/HeapObject.h`). An
-/// actor reuses a direct request's envelope only when it holds the one strong reference and
-/// both are 1: no reference of any kind could observe the reuse (Mailbox.swift, invariant 10).
-size_t swift_weakRetainCount(void *object);
+/// The strong, unowned (plus one) and weak (plus one) reference counts of the Swift object
+/// `object` (exported by the Swift runtime, libswiftCore: `swift/Runtime/HeapObject.h`). Each is
+/// read on its own: together they are no snapshot of an object other threads can reach.
+size_t swift_retainCount(void *object);
 size_t swift_unownedRetainCount(void *object);
+size_t swift_weakRetainCount(void *object);
+
+/// The reference-count word of the Swift object `object`, the word after its metadata pointer
+/// (`swift/stdlib/public/SwiftShims/RefCount.h`), loaded once, with acquire ordering (the
+/// runtime's releases are release-ordered). It holds the strong and the unowned counts
+/// together; an object that ever had a weak reference holds a side-table pointer there instead,
+/// for good. So one load that finds the word of a fresh object (one strong reference, no unowned,
+/// no side table: captured from one, checked by the counts above) proves that the caller's
+/// reference is the only reference of any kind at that instant, and nobody can make another
+/// (Mailbox.swift, invariant 10). A runtime that encoded the word otherwise would fail the
+/// comparison, never pass it wrongly, unless it kept weak references out of this word; the tests
+/// of invariant 10 keep an envelope by a weak reference to catch that.
+static inline uint64_t ccoro_object_refcount_word(const void *object) {
+  return __atomic_load_n((const uint64_t *)((const char *)object + sizeof(void *)), __ATOMIC_ACQUIRE);
+}
 
 // MARK: - Sanitizer fibers
 

@@ -53,14 +53,19 @@ import Synchronization
 //      of its scheduler's hand-off streak and direct budget (`takeDirectTurn`), and each direct
 //      switch back one of the direct budget; without one, the ordinary path is taken.
 //  10. A direct envelope the actor lets go of (`finishInHand`) while the mailbox holds the only
-//      reference of any kind — strong, weak or unowned, counted by the Swift runtime — is kept
-//      in `spare`, answered (`noReply` if the body dropped it unanswered, as its deinit would),
-//      and the next direct request reuses it instead of allocating (`Envelope.reuse`). Nothing
-//      can observe the reuse: a weak or unowned reference needs one to copy from, or a strong
-//      one to be made. Only for a trivial `Message` (a spare holds no resource of the last
-//      message), and not under a sanitizer, which cannot see the runtime's counts order an
-//      earlier holder's accesses before the reuse. `spare` is confined to the actor's thread:
-//      written by the actor's coroutine, taken by a requester that claimed its wait there.
+//      reference of any kind — strong, weak or unowned — is kept in `spare`, answered (`noReply`
+//      if the body dropped it unanswered, as its deinit would), and the next direct request
+//      reuses it instead of allocating (`Envelope.reuse`). "The only reference" is one atomic
+//      load: the envelope's reference-count word equals `freshWord`, the word of a fresh
+//      envelope (one strong reference, no unowned, no side table, which any weak reference
+//      creates for good), captured from the first one allocated here and checked by the
+//      runtime's counts. Counts read one by one would not do: a thread holding only a weak
+//      reference could upgrade it and drop the weak one between two reads. At that instant
+//      nobody else holds a reference, so nobody can make one, and nothing can observe the
+//      reuse. Only for a trivial `Message` (a spare holds no resource of the last message), and
+//      not under a sanitizer, which cannot see the runtime's counts order an earlier holder's
+//      accesses before the reuse. `spare` and `freshWord` are confined to the actor's thread:
+//      written by the actor's coroutine, or by a requester that claimed its wait there.
 
 /// The FIFO queue of a ``CoroutineActor``'s incoming messages, iterated by the actor's body:
 /// `for envelope in mailbox { … }`.
@@ -97,6 +102,9 @@ public final class Mailbox<Message: Sendable, Reply: Sendable>: @unchecked Senda
     /// A direct request's envelope kept for the next (invariant 10), retained by hand: moved
     /// in and out without a retain and release. Confined to the actor's scheduler thread.
     @usableFromInline @exclusivity(unchecked) var spare: Unmanaged<Envelope<Message, Reply>>?
+    /// The reference-count word of a fresh envelope (invariant 10); 0 until one is captured.
+    /// Confined to the actor's scheduler thread.
+    @usableFromInline @exclusivity(unchecked) var freshWord: UInt64 = 0
 
     init() {}
 
@@ -241,6 +249,7 @@ public final class Mailbox<Message: Sendable, Reply: Sendable>: @unchecked Senda
             e._withUnsafeGuaranteedRef { $0.reuse(message, directRequester: me, slot: slot) }
             envelope = e.takeRetainedValue()
         } else {
+            if _slowPath(freshWord == 0) { captureFreshWord(message, requester: me, slot: slot) }
             envelope = Envelope(message, directRequester: me, slot: slot)
         }
         let u = Unmanaged.passUnretained(envelope)
@@ -315,16 +324,18 @@ public final class Mailbox<Message: Sendable, Reply: Sendable>: @unchecked Senda
     func finishInHand() {
         // Compared without a reference of its own, which would make it look shared.
         if let d = direct, inHand.map({ Unmanaged.passUnretained($0).toOpaque() }) == d.toOpaque() {
-            if isKnownUniquelyReferenced(&inHand) {
+            if spare == nil, isOnlyReference(d) {   // invariant 10: answered here, kept
                 direct = nil
-                if isReusable(d) {   // invariant 10: answered here, kept
-                    if d._withUnsafeGuaranteedRef({ $0.state.load(ordering: .acquiring) }) != EnvelopeState.answered {
-                        d._withUnsafeGuaranteedRef { $0.answerNoReply() }
-                    }
-                    spare = Unmanaged.passRetained(inHand.take().unsafelyUnwrapped)
-                } else {
-                    inHand = nil   // released now: its deinit answers noReply on this thread
+                if d._withUnsafeGuaranteedRef({ $0.state.load(ordering: .acquiring) }) != EnvelopeState.answered {
+                    d._withUnsafeGuaranteedRef { $0.answerNoReply() }
                 }
+                spare = Unmanaged.passRetained(inHand.take().unsafelyUnwrapped)
+                return
+            }
+            if isKnownUniquelyReferenced(&inHand) {
+                // Released now: its deinit answers noReply on this thread.
+                direct = nil
+                inHand = nil
                 return
             }
             if d._withUnsafeGuaranteedRef({ $0.state.load(ordering: .acquiring) }) == EnvelopeState.answered {
@@ -337,13 +348,29 @@ public final class Mailbox<Message: Sendable, Reply: Sendable>: @unchecked Senda
         inHand = nil
     }
 
-    /// Whether `envelope`, held by `inHand` as its only strong reference, has no weak or unowned
-    /// reference either and may be kept as the spare (invariant 10).
+    /// Whether `inHand`'s reference to `envelope` is the only reference of any kind, so that the
+    /// envelope may be kept as the spare (invariant 10): one load of its reference-count word.
     @inlinable @inline(__always)
-    func isReusable(_ envelope: Unmanaged<Envelope<Message, Reply>>) -> Bool {
-        guard _isPOD(Message.self), ccoro_fibers_active == 0 else { return false }
-        let object = envelope.toOpaque()
-        return swift_weakRetainCount(object) == 1 && swift_unownedRetainCount(object) == 1
+    func isOnlyReference(_ envelope: Unmanaged<Envelope<Message, Reply>>) -> Bool {
+        guard _isPOD(Message.self), ccoro_fibers_active == 0, freshWord != 0 else { return false }
+        return ccoro_object_refcount_word(envelope.toOpaque()) == freshWord
+    }
+
+    /// Captures `freshWord` (invariant 10) from a throwaway envelope held by one `Unmanaged`
+    /// reference alone (so in any build, whatever copies the caller's code makes), once the
+    /// runtime's counts confirm it: one strong reference, no unowned, no weak. The throwaway is
+    /// marked answered before it is released, so that its deinit leaves `slot` alone.
+    @usableFromInline @inline(never)
+    func captureFreshWord(_ message: Message, requester: Coroutine,
+                          slot: UnsafeMutablePointer<Result<Reply, any Error>?>) {
+        guard _isPOD(Message.self) else { return }
+        let fresh = Unmanaged.passRetained(Envelope<Message, Reply>(message, directRequester: requester, slot: slot))
+        let object = fresh.toOpaque()
+        if swift_retainCount(object) == 1, swift_unownedRetainCount(object) == 1, swift_weakRetainCount(object) == 1 {
+            freshWord = ccoro_object_refcount_word(object)
+        }
+        fresh._withUnsafeGuaranteedRef { $0.state.store(EnvelopeState.answered, ordering: .relaxed) }
+        fresh.release()
     }
 
     /// The actor's body has ended: lets go of the envelope in hand and resumes a requester still

@@ -253,7 +253,7 @@ public final class CoroutineScheduler: @unchecked Sendable {
     }
 
     /// Whether the calling thread drives this scheduler.
-    @usableFromInline @inline(__always)
+    @inlinable @inline(__always)
     var isOnOwnThread: Bool {
         ccoro_tls_scheduler() == Unmanaged.passUnretained(self).toOpaque()
     }
