@@ -249,8 +249,7 @@ public final class Mailbox<Message: Sendable, Reply: Sendable>: @unchecked Senda
             e._withUnsafeGuaranteedRef { $0.reuse(message, directRequester: me, slot: slot) }
             envelope = e.takeRetainedValue()
         } else {
-            if _slowPath(freshWord == 0) { captureFreshWord(message, requester: me, slot: slot) }
-            envelope = Envelope(message, directRequester: me, slot: slot)
+            envelope = newDirectEnvelope(message, requester: me, slot: slot)
         }
         let u = Unmanaged.passUnretained(envelope)
         direct = u
@@ -356,11 +355,20 @@ public final class Mailbox<Message: Sendable, Reply: Sendable>: @unchecked Senda
         return ccoro_object_refcount_word(envelope.toOpaque()) == freshWord
     }
 
+    /// A new envelope for a direct request, when there is no spare (out of line: the reuse is
+    /// the common path); the first one captures `freshWord` (invariant 10).
+    @usableFromInline @inline(never)
+    func newDirectEnvelope(_ message: Message, requester: Coroutine,
+                           slot: UnsafeMutablePointer<Result<Reply, any Error>?>) -> Envelope<Message, Reply> {
+        if freshWord == 0 { captureFreshWord(message, requester: requester, slot: slot) }
+        return Envelope(message, directRequester: requester, slot: slot)
+    }
+
     /// Captures `freshWord` (invariant 10) from a throwaway envelope held by one `Unmanaged`
     /// reference alone (so in any build, whatever copies the caller's code makes), once the
     /// runtime's counts confirm it: one strong reference, no unowned, no weak. The throwaway is
     /// marked answered before it is released, so that its deinit leaves `slot` alone.
-    @usableFromInline @inline(never)
+    @usableFromInline
     func captureFreshWord(_ message: Message, requester: Coroutine,
                           slot: UnsafeMutablePointer<Result<Reply, any Error>?>) {
         guard _isPOD(Message.self) else { return }
