@@ -57,7 +57,7 @@ extension CoroutineScheduler {
     }
 
     /// Hand-offs to the front of the run queue before one goes to the back (``makeReadyNext(_:)``).
-    static var handoffLimit: Int { 32 }
+    @inlinable static var handoffLimit: Int { 32 }
 
     /// Runs `job` on the scheduler's loop (outside any coroutine). Any thread. If the scheduler
     /// has stopped, the job runs on a pool scheduler instead.

@@ -75,13 +75,13 @@ public final class CoroutineScheduler: @unchecked Sendable {
     @exclusivity(unchecked) var spinMisses = 0
     /// Switching (`Switching/`) — how many more direct coroutine-to-coroutine switches before the
     /// loop gets a turn.
-    @exclusivity(unchecked) var directBudget = 0
+    @usableFromInline @exclusivity(unchecked) var directBudget = 0
     /// Wake-ups (`Scheduler/+WakeUps`) — hand-offs to the front of the run queue since one last
     /// went to the back (``makeReadyNext(_:)``: bounds how long they keep others waiting).
-    @exclusivity(unchecked) var handoffStreak = 0
+    @usableFromInline @exclusivity(unchecked) var handoffStreak = 0
     /// Wake-ups — `switchCount` at the last such hand-off (a gap of more than two switches ends a
     /// run of them).
-    @exclusivity(unchecked) var lastHandoffSwitch: UInt = 0
+    @usableFromInline @exclusivity(unchecked) var lastHandoffSwitch: UInt = 0
     /// Stacks (`Stacks/`) — default-size stacks kept by this scheduler (taken and given back
     /// without a lock).
     @exclusivity(unchecked) var stackCache: [UnsafeMutablePointer<ccoro_stack_record>] = []
@@ -113,7 +113,7 @@ public final class CoroutineScheduler: @unchecked Sendable {
     /// the loop, the start and end of every loop job and every exit from the poller. Only this
     /// thread writes it, with a plain load and store (never an atomic read-modify-write); the
     /// stall monitor samples it.
-    let switchCount = Atomic<UInt>(0)
+    @usableFromInline let switchCount = Atomic<UInt>(0)
     /// Monitor (`Monitor/`) — the coroutine switched to last (unretained), `jobMarker` while the
     /// loop runs a job, nil while it does its own work. Plain stores by this thread;
     /// dereferenced by the stall monitor only under `registryLock` (see ``StallMonitor``).

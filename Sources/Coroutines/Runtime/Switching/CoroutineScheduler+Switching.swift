@@ -112,7 +112,7 @@ extension CoroutineScheduler {
     /// hand-offs in a row (as ``makeReadyNext(_:)`` counts them) and one of the direct budget
     /// (the switches without a turn of the loop). False, taking nothing, when either is spent,
     /// and the streak starts again. On this scheduler's thread.
-    @usableFromInline
+    @inlinable @inline(__always)
     func takeDirectTurn() -> Bool {
         guard directBudget > 0 else { return false }
         let switches = switchCount.load(ordering: .relaxed)
