@@ -32,10 +32,7 @@ extension CoroutineScheduler {
         checkStack(of: c, r)
         // An actor with a requester waiting directly for it: back to that requester, or resume it
         // or give it up first (`Mailbox` invariant 8).
-        if _slowPath(c.hasDirectRequester), let requester = directRequesterToSwitchBackTo(from: c) {
-            requester._withUnsafeGuaranteedRef { transferDirect(from: c, r, to: $0) }
-            return
-        }
+        if _slowPath(c.hasDirectRequester), switchBackToDirectRequester(from: c, r) { return }
         if directBudget > 0, let next = takeDirectSuccessor() {
             directBudget -= 1
             prefetchAhead()
@@ -52,24 +49,28 @@ extension CoroutineScheduler {
                       fakeStack: &r.pointee.fake_stack)
     }
 
-    /// `switchAway` of an actor's coroutine `c` while a requester waits directly for it: the
-    /// requester to switch straight back to, if the actor parks in its mailbox with the request
-    /// answered and the direct budget allows; else nil, having resumed or given up the requester
-    /// (`Mailbox` invariant 8). Out of line, so that every other suspension's `switchAway` keeps
-    /// its small frame (inlined, `yield` took 1 ns more); the switch itself is `switchAway`'s
-    /// call of ``transferDirect(from:_:to:)``.
+    /// `switchAway` of an actor's coroutine `c` (context in `r`) while a requester waits
+    /// directly for it: switches straight back to that requester if the actor parks in its
+    /// mailbox with the request answered and the direct budget allows, returning true when `c` is
+    /// resumed; else resumes or gives up the requester (`Mailbox` invariant 8) and returns false.
+    /// Out of line, so that every other suspension's `switchAway` keeps its small frame (inlined,
+    /// `yield` took 1 ns more; so did a second call site in `switchAway`, which took one more
+    /// callee-saved register). The switch is its call of ``transferDirect(from:_:to:)``.
     @inline(never)
-    private func directRequesterToSwitchBackTo(from c: Coroutine) -> Unmanaged<Coroutine>? {
-        if c.switchesBackToRequester, directBudget > 0 {
-            directBudget -= 1
-            let requester = c.directRequester.unsafelyUnwrapped
-            c.directRequester = nil
-            c.switchesBackToRequester = false
-            requester._withUnsafeGuaranteedRef { $0.wakeReason = .completed }
-            return requester
+    private func switchBackToDirectRequester(from c: Coroutine, _ r: UnsafeMutablePointer<ccoro_stack_record>) -> Bool {
+        guard c.switchesBackToRequester, directBudget > 0 else {
+            leaveDirectRequester(of: c)
+            return false
         }
-        leaveDirectRequester(of: c)
-        return nil
+        directBudget -= 1
+        let requester = c.directRequester.unsafelyUnwrapped
+        c.directRequester = nil
+        c.switchesBackToRequester = false
+        requester._withUnsafeGuaranteedRef { next in
+            next.wakeReason = .completed
+            transferDirect(from: c, r, to: next)
+        }
+        return true
     }
 
     /// Suspends the running coroutine `c`, a direct requester (`Mailbox` invariant 7): unarmed,
