@@ -95,7 +95,8 @@ extension CoroutineScheduler {
     }
 
     /// ``transfer(from:to:)`` for both sides of a direct request: called by the requester's code
-    /// (``switchDirect(from:to:)``, inlined there) and by the actor's ``switchAway(from:)``, so
+    /// (``switchDirect(from:to:)``, inlined there) and by the actor's ``switchAway(from:)``
+    /// (through `switchBackToDirectRequester`), so
     /// that each side, resumed, returns through one frame the return predictor does not expect
     /// (this one's) where a longer chain of calls missed at every return. The switch's own return
     /// is predicted: both sides suspend at this one call site. Checks the stack of `c` (its
