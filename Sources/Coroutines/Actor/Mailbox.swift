@@ -108,6 +108,8 @@ public final class Mailbox<Message: Sendable, Reply: Sendable>: @unchecked Senda
 
     init() {}
 
+    /// The spare goes with the mailbox, on whichever thread releases it last: nothing else
+    /// refers to it (invariant 10).
     deinit { spare?.release() }
 
     /// Returns an iterator over the incoming envelopes.
@@ -316,9 +318,10 @@ public final class Mailbox<Message: Sendable, Reply: Sendable>: @unchecked Senda
     }
 
     /// Lets go of the envelope the body handled last (at the next iteration, or the body's end).
-    /// A direct envelope nobody else holds is released here (answering `noReply` if need be), so
-    /// its requester is answered; one the body kept settles its direct requester first, while
-    /// the envelope is surely alive (invariant 7). Actor's coroutine only.
+    /// A direct envelope nobody else holds is answered here (`noReply` if need be), so its
+    /// requester is answered, and kept as the spare (invariant 10) or released; one the body
+    /// kept settles its direct requester first, while the envelope is surely alive (invariant
+    /// 7). Actor's coroutine only.
     @inlinable
     func finishInHand() {
         // Compared without a reference of its own, which would make it look shared.
