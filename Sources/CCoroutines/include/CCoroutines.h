@@ -171,6 +171,15 @@ size_t swift_retainCount(void *object);
 size_t swift_unownedRetainCount(void *object);
 size_t swift_weakRetainCount(void *object);
 
+/// Adds one strong reference to the Swift object `object` with a plain (non-atomic) increment of
+/// its reference count: the runtime's `swift_nonatomic_retain` (libswiftCore,
+/// `swift/Runtime/HeapObject.h`; the compiler calls it in code built with
+/// `-assume-single-threaded`), behind a call the Swift optimiser cannot see through (it knows
+/// that runtime function by name, and merged it with an atomic retain nearby). Sound only while
+/// no other thread can reach the object, so that no other thread changes its count meanwhile
+/// (Mailbox.swift, invariant 11).
+void ccoro_retain_unshared(void *object);
+
 /// The reference-count word of the Swift object `object`, the word after its metadata pointer
 /// (`swift/stdlib/public/SwiftShims/RefCount.h`), loaded once, with acquire ordering (the
 /// runtime's releases are release-ordered). It holds the strong and the unowned counts

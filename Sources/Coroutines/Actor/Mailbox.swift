@@ -66,6 +66,11 @@ import Synchronization
 //      not under a sanitizer, which cannot see the runtime's counts order an earlier holder's
 //      accesses before the reuse. `spare` and `freshWord` are confined to the actor's thread:
 //      written by the actor's coroutine, or by a requester that claimed its wait there.
+//  11. Until the body has it, a direct envelope is reachable from this thread alone: the
+//      requester made it here (or reused the spare, which nothing else held: invariant 10) and
+//      handed it over without publishing it anywhere else. So the reference `inHand` takes when
+//      the iterator returns it is added with a plain increment (`ccoro_retain_unshared`): no
+//      other thread can change its count meanwhile.
 
 /// The FIFO queue of a ``CoroutineActor``'s incoming messages, iterated by the actor's body:
 /// `for envelope in mailbox { … }`.
@@ -138,7 +143,13 @@ public final class Mailbox<Message: Sendable, Reply: Sendable>: @unchecked Senda
                     }
                     return try mailbox.receive(me)
                 }
-                mailbox.inHand = envelope
+                if let d = mailbox.direct, d.toOpaque() == Unmanaged.passUnretained(envelope).toOpaque() {
+                    // Invariant 11: nothing off this thread can reach it yet.
+                    ccoro_retain_unshared(d.toOpaque())
+                    mailbox.inHand = d.takeRetainedValue()
+                } else {
+                    mailbox.inHand = envelope
+                }
                 return envelope
             } catch CoroutineError.notInCoroutine {
                 fatalError("a Mailbox is iterated only by its actor's coroutine (`for envelope in mailbox` in the body of CoroutineActor)")
