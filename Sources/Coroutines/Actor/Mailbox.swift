@@ -146,9 +146,7 @@ public final class Mailbox<Message: Sendable, Reply: Sendable>: @unchecked Senda
                 if let d = mailbox.direct, d.toOpaque() == Unmanaged.passUnretained(envelope).toOpaque() {
                     // Invariant 11: nothing off this thread can reach it yet.
                     ccoro_retain_unshared(d.toOpaque())
-                    // `finishInHand` left `inHand` nil: initialised, not assigned (no release of nil).
-                    assert(mailbox.inHand == nil, "internal inconsistency: an envelope still in hand")
-                    withUnsafeMutablePointer(to: &mailbox.inHand) { $0.initialize(to: d.takeRetainedValue()) }
+                    mailbox.inHand = d.takeRetainedValue()
                 } else {
                     mailbox.inHand = envelope
                 }
