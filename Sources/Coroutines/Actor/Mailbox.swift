@@ -70,7 +70,8 @@ import Synchronization
 //      requester made it here (or reused the spare, which nothing else held: invariant 10) and
 //      handed it over without publishing it anywhere else. So the reference `inHand` takes when
 //      the iterator returns it is added with a plain increment (`ccoro_retain_unshared`): no
-//      other thread can change its count meanwhile.
+//      other thread can change its count meanwhile, and any later hand-off of it to another
+//      thread (`Sendable`: through a lock, a channel, an atomic) orders that increment first.
 
 /// The FIFO queue of a ``CoroutineActor``'s incoming messages, iterated by the actor's body:
 /// `for envelope in mailbox { … }`.

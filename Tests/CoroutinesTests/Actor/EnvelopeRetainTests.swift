@@ -85,4 +85,32 @@ struct EnvelopeRetainTests {
         _ = consume envelopes
         #expect(destroyed.value.load(ordering: .relaxed) == 100)
     }
+    @Test("with a trivial message (the spare is reused), envelopes the body keeps are each held by the keeper's reference alone once the actor has ended, and carry their own message and answer")
+    func keptReusedEnvelopesHaveExactCounts() async throws {
+        let kept = Mutex<[Envelope<Int, Int>]>([])
+        let replies = try await Kit.run { () -> [Int] in
+            let actor = CoroutineActor<Int, Int>(on: CoroutineScheduler.current) { mailbox in
+                for envelope in mailbox {
+                    envelope.reply(envelope.message * 10)
+                    // Every third is kept: the others go back as the spare, reused by the next.
+                    if envelope.message % 3 == 0 { kept.locked { $0.append(envelope) } }
+                }
+            }
+            let replies = try (1...300).map { try actor.request($0) }
+            actor.cancel()
+            try? actor.coroutine.join()   // the body has ended: the mailbox holds nothing
+            return replies
+        }
+        #expect(replies == (1...300).map { $0 * 10 })
+        var envelopes = kept.locked { $0 }
+        kept.locked { $0.removeAll() }
+        #expect(envelopes.map(\.message) == Array(stride(from: 3, through: 300, by: 3)))
+        #expect(envelopes.allSatisfy { $0.isAnswered })
+        // A count one too high (a lost decrement) or too low (a lost increment) shows here.
+        for i in envelopes.indices {
+            let message = envelopes[i].message
+            let unique = isKnownUniquelyReferenced(&envelopes[i])
+            #expect(unique, "envelope of \(message)")
+        }
+    }
 }
