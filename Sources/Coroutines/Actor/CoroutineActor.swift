@@ -115,4 +115,7 @@ extension Mailbox: UnstartedObserver {
 
     @usableFromInline
     func coroutineLeavesDirectRequester(_ c: Coroutine) { giveUpDirectRequester(c) }
+
+    @usableFromInline
+    func armWaitOwnedByThread(_ c: Coroutine) { armParkedActor(c) }
 }

@@ -13,8 +13,8 @@ import Synchronization
 // Invariants:
 //   1. `queued` mirrors `state.count`: written under `lock`, read without it.
 //   2. `parkedEpoch` is written only by the actor's coroutine (the mailbox's `owner`: no other
-//      coroutine may iterate it), before it arms the epoch it names, and reset to 0 if that wait
-//      is interrupted (it may then never have been armed). The actor's epoch equals
+//      coroutine may iterate it), before it (or its thread's loop, invariant 12) arms the epoch
+//      it names, and reset to 0 if that wait is interrupted or was never armed. The actor's epoch equals
 //      `parkedEpoch` exactly while it waits in the mailbox: epochs only grow, so a stale value
 //      never matches a later wait (of the body, on a promise, say).
 //   3. No lost wake-up (Dekker's pattern, every access sequentially consistent): the actor arms
@@ -72,6 +72,25 @@ import Synchronization
 //      the iterator returns it is added with a plain increment (`ccoro_retain_unshared`): no
 //      other thread can change its count meanwhile, and any later hand-off of it to another
 //      thread (`Sendable`: through a lock, a channel, an atomic) orders that increment first.
+//
+// ## Parked unarmed, owned by the thread
+//  12. Parking with its direct request answered (invariant 8), the actor may switch back to the
+//      requester *without arming its wait*: it is then owned by its scheduler's thread
+//      (`CoroutineScheduler.actorOwnedByThread`, one slot per scheduler; with the slot taken, it
+//      arms as usual). Its epoch stays even, so to every other thread it looks busy: a post only
+//      queues, a cancellation only sets the flag. A coroutine of that thread making a direct
+//      request finds it in the slot and takes it with no compare-and-swap (nothing else can
+//      resume it), empties the slot and hands it the envelope. Otherwise the loop, as soon as
+//      any coroutine gives it the thread back (before stopping, parking or running timers), arms
+//      the wait for the actor (`armParkedActor`: the epoch `parkedEpoch` names) and then reads
+//      `queued` and the interrupts, waking it if either is set: Dekker's pattern with posters
+//      (invariant 3) and with `Coroutine.cancel` (flag, then epoch), as the actor's own wait.
+//      So nothing is lost, and nothing waits longer than it would have for the actor's thread:
+//      the actor could not run before the loop got the thread back anyway, and the direct
+//      budget (invariant 9) bounds how long coroutines switch among themselves without the loop.
+//      A direct request finding the actor cancelled (or timed out) does not take it: it takes the
+//      ordinary path, and the armed wait delivers the interrupt. Resumed unarmed, the actor
+//      resets `parkedEpoch` to 0 before anything can arm it again (invariant 2).
 
 /// The FIFO queue of a ``CoroutineActor``'s incoming messages, iterated by the actor's body:
 /// `for envelope in mailbox { … }`.
@@ -187,6 +206,20 @@ public final class Mailbox<Message: Sendable, Reply: Sendable>: @unchecked Senda
                 } else {
                     actor.switchesBackToRequester = true
                 }
+                if actor.switchesBackToRequester,
+                   actor.placement._withUnsafeGuaranteedRef({ $0.actorOwnedByThread == nil }) {
+                    // Invariant 12: back to the requester without arming.
+                    do {
+                        try actor.waitOwnedByThread(.channel)
+                    } catch {
+                        parkedEpoch.store(0, ordering: .relaxed)
+                        giveUpDirectRequester(actor)
+                        throw error
+                    }
+                    parkedEpoch.store(0, ordering: .relaxed)
+                    if let envelope = handed.take() { return envelope }
+                    continue
+                }
             }
             do {
                 try actor.wait(.channel, registerEpoch: { epoch in
@@ -249,14 +282,22 @@ public final class Mailbox<Message: Sendable, Reply: Sendable>: @unchecked Senda
     func requestDirectly(_ message: Message, requester me: Coroutine,
                          slot: UnsafeMutablePointer<Result<Reply, any Error>?>, actor: Coroutine) throws -> Bool {
         guard queued.load(ordering: .relaxed) == 0 else { return false }
-        let e = actor.epoch.load(ordering: .sequentiallyConsistent)
-        // Waiting in this mailbox, the actor has started: its placement is final, and was written
-        // before the arm this load saw.
-        guard e & 1 == 1, parkedEpoch.load(ordering: .relaxed) == e,
-              actor.placement.toOpaque() == me.placement.toOpaque(),
-              me.placement._withUnsafeGuaranteedRef({ $0.takeDirectTurn() }),
-              actor.tryClaim(epoch: e) else { return false }
-        // Claimed: nothing else resumes the actor, so its side of the mailbox is this thread's.
+        let scheduler = me.placement
+        if scheduler._withUnsafeGuaranteedRef({ $0.actorOwnedByThread })?.toOpaque()
+            == Unmanaged.passUnretained(actor).toOpaque() {
+            // Parked unarmed on this thread (invariant 12): nothing else can resume it. An
+            // interrupted actor is left to the loop, which arms it and delivers the interrupt.
+            scheduler._withUnsafeGuaranteedRef { $0.actorOwnedByThread = nil }
+            guard !actor.hasPendingInterrupt,
+                  scheduler._withUnsafeGuaranteedRef({ $0.takeDirectTurn() }) else {
+                armParkedActor(actor)
+                return false
+            }
+        } else {
+            guard claimWaitingHere(actor, scheduler) else { return false }
+        }
+        // Claimed, or owned: nothing else resumes the actor, so its side of the mailbox is this
+        // thread's.
         let envelope: Envelope<Message, Reply>
         if let e = spare {   // invariant 10
             spare = nil
@@ -274,6 +315,21 @@ public final class Mailbox<Message: Sendable, Reply: Sendable>: @unchecked Senda
         // Resumed: answered, or given up (its epoch moved: armed, then claimed).
         if _slowPath(me.epoch.load(ordering: .relaxed) != before) { try resumeGivenUp(requester: me) }
         return true
+    }
+
+    /// For a direct request: claims `actor`'s mailbox wait if it waits, armed, on `scheduler`
+    /// (the requester's, so this thread's) and the scheduler grants a direct turn. Out of line,
+    /// so that the request inlined into its caller stays small: the actor is usually parked
+    /// unarmed here instead (invariant 12).
+    @usableFromInline @inline(never)
+    func claimWaitingHere(_ actor: Coroutine, _ scheduler: Unmanaged<CoroutineScheduler>) -> Bool {
+        let e = actor.epoch.load(ordering: .sequentiallyConsistent)
+        // Waiting in this mailbox, the actor has started: its placement is final, and was
+        // written before the arm this load saw.
+        return e & 1 == 1 && parkedEpoch.load(ordering: .relaxed) == e
+            && actor.placement.toOpaque() == scheduler.toOpaque()
+            && scheduler._withUnsafeGuaranteedRef({ $0.takeDirectTurn() })
+            && actor.tryClaim(epoch: e)
     }
 
     /// A given-up direct requester, resumed as an ordinary waiter: returns if it was answered,
@@ -394,6 +450,21 @@ public final class Mailbox<Message: Sendable, Reply: Sendable>: @unchecked Senda
         }
         fresh._withUnsafeGuaranteedRef { $0.state.store(EnvelopeState.answered, ordering: .relaxed) }
         fresh.release()
+    }
+
+    /// Arms the mailbox wait of `actor`, parked unarmed on this thread (invariant 12), for the
+    /// loop: the epoch `parkedEpoch` names, then the Dekker reads of `queued` (invariant 3) and
+    /// of the interrupts (`Coroutine.cancel` sets its flag, then reads the epoch); wakes it if
+    /// either is set. On the actor's scheduler thread, from its loop.
+    @usableFromInline
+    func armParkedActor(_ actor: Coroutine) {
+        let e = actor.armEpoch()
+        assert(e == parkedEpoch.load(ordering: .relaxed), "internal inconsistency: an actor parked unarmed named another epoch")
+        if queued.load(ordering: .sequentiallyConsistent) > 0 {
+            if actor.tryClaim(epoch: e) { actor.wakeClaimed(.completed) }
+        } else if actor.hasPendingInterrupt {
+            actor.interruptWait(actor.isCancelled ? .cancelled : .timedOut)
+        }
     }
 
     /// The actor's body has ended: lets go of the envelope in hand and resumes a requester still

@@ -90,8 +90,8 @@ public final class Coroutine: @unchecked Sendable, Hashable, CustomStringConvert
     /// Told when the body never runs (the promise of `Coroutine.async`, runBlocking's result).
     /// Not retained: every observer is captured by `body`, which keeps it alive for as long as
     /// it can be told (`finishUnstarted` tells it before letting the body go). Once the body
-    /// has been taken to run, it is read again only while `directRequester` is set (an
-    /// actor's mailbox, alive while its body runs).
+    /// has been taken to run, it is read again only while `directRequester` is set or the
+    /// coroutine is parked unarmed (an actor's mailbox, alive while its body runs).
     unowned(unsafe) let unstartedObserver: (any UnstartedObserver)?
 
     // MARK: Confined to the scheduler's thread
@@ -472,9 +472,14 @@ protocol UnstartedObserver: AnyObject, Sendable {
     /// without switching back to it: resumes or gives up that requester (`Mailbox` invariant 8).
     /// On `c`'s scheduler thread.
     func coroutineLeavesDirectRequester(_ c: Coroutine)
+    /// `c`, an actor's coroutine parked unarmed in its mailbox (`Mailbox` invariant 12), gets
+    /// its wait armed by its scheduler's loop. On `c`'s scheduler thread.
+    func armWaitOwnedByThread(_ c: Coroutine)
 }
 
 extension UnstartedObserver {
     @usableFromInline
     func coroutineLeavesDirectRequester(_ c: Coroutine) {}
+    @usableFromInline
+    func armWaitOwnedByThread(_ c: Coroutine) {}
 }

@@ -99,6 +99,8 @@ extension CoroutineScheduler {
         directBudget = 64
         u._withUnsafeGuaranteedRef { transfer(from: loopRecord, to: $0) }
         noteBackOnLoop()
+        // Before anything else on the loop: no actor stays unarmed while the loop runs.
+        if _slowPath(actorOwnedByThread != nil) { armActorOwnedByThread() }
         if let f = finishedCoroutine {
             // A coroutine that called fork() finished in the child (ForkGuard).
             if ForkGuard.isForkedChild { ForkGuard.forkedChildReturnedToLoop(name) }

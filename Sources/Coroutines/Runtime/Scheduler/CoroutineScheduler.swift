@@ -76,6 +76,11 @@ public final class CoroutineScheduler: @unchecked Sendable {
     /// Switching (`Switching/`) — how many more direct coroutine-to-coroutine switches before the
     /// loop gets a turn.
     @usableFromInline @exclusivity(unchecked) var directBudget = 0
+    /// Switching (`Switching/`) — an actor's coroutine parked in its mailbox without arming its
+    /// wait, owned by this thread (`Mailbox` invariant 12): a coroutine of this thread may take it
+    /// for a direct request with no compare-and-swap; the loop arms its wait as soon as it gets
+    /// the thread back (``armActorOwnedByThread()``). At most one; nil otherwise.
+    @usableFromInline @exclusivity(unchecked) var actorOwnedByThread: Unmanaged<Coroutine>?
     /// Wake-ups (`Scheduler/+WakeUps`) — hand-offs to the front of the run queue since one last
     /// went to the back (``makeReadyNext(_:)``: bounds how long they keep others waiting).
     @usableFromInline @exclusivity(unchecked) var handoffStreak = 0

@@ -276,6 +276,24 @@ extension Coroutine {
         }
     }
 
+    /// Suspends the running coroutine, an actor parking in its mailbox, *without arming a wait*:
+    /// owned by its scheduler's thread (``CoroutineScheduler/actorOwnedByThread``, `Mailbox`
+    /// invariant 12). A coroutine of that thread may resume it directly, with no claim; else
+    /// the loop arms the wait when it gets the thread back, and a claimer resumes it then. The
+    /// caller has checked that the slot is free. Returns on a `.completed` wake; throws
+    /// `CancellationError` or `CoroutineError.timedOut` for an interrupt (which can reach it only
+    /// once the loop armed it). Must be called by the coroutine itself, on its scheduler's thread.
+    @usableFromInline
+    func waitOwnedByThread(_ kind: WaitKind) throws {
+        placement._withUnsafeGuaranteedRef { $0.actorOwnedByThread = Unmanaged.passUnretained(self) }
+        suspendForWake(kind)
+        switch wakeReason {
+        case .completed: return
+        case .cancelled: throw CancellationError()
+        case .timedOut: throw timedOutError()
+        }
+    }
+
     /// Takes back an armed suspension nobody claimed yet. Returns false if it was claimed.
     private func disarm(_ armed: UInt64) -> Bool {
         tryClaim(epoch: armed)

@@ -94,6 +94,19 @@ extension CoroutineScheduler {
         c.unstartedObserver.unsafelyUnwrapped.coroutineLeavesDirectRequester(c)
     }
 
+    /// Arms the mailbox wait of the actor parked unarmed on this thread (``actorOwnedByThread``,
+    /// `Mailbox` invariant 12), as the actor would have, and wakes it at once if a message was
+    /// queued or an interrupt came meanwhile. Called by the loop as soon as a coroutine gives it
+    /// the thread back, so that the loop never sees an unarmed actor: stopping, parking and
+    /// timers find it armed, as any other waiter.
+    @inline(never)
+    func armActorOwnedByThread() {
+        let actor = actorOwnedByThread.unsafelyUnwrapped
+        actorOwnedByThread = nil
+        // The mailbox is alive: the actor's body, suspended in it, holds it.
+        actor._withUnsafeGuaranteedRef { $0.unstartedObserver.unsafelyUnwrapped.armWaitOwnedByThread($0) }
+    }
+
     /// ``transfer(from:to:)`` for both sides of a direct request: called by the requester's code
     /// (``switchDirect(from:to:)``, inlined there) and by the actor's ``switchAway(from:)``
     /// (through `switchBackToDirectRequester`), so
