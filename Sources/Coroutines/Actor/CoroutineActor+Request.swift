@@ -17,7 +17,10 @@ extension CoroutineActor {
     /// coroutines already queued run after the round trip. It is bounded: after 32 direct requests
     /// in a row, or 64 switches without a turn of the scheduler's loop, a request takes the
     /// ordinary path, so a requester and an actor answering each other cannot starve the
-    /// scheduler. If the actor suspends while handling the message, switches to another
+    /// scheduler. Switching back, the actor stays owned by the thread, its wait unarmed, until
+    /// the next direct request from that thread takes it or the scheduler's loop gets the thread
+    /// back and arms it: messages and cancellations from other threads reach it then, no later
+    /// than it could have run. If the actor suspends while handling the message, switches to another
     /// coroutine or ends, the caller becomes an ordinary waiter then (cancellable, woken by the
     /// answer). To a busy actor, or to one on another scheduler, the message is queued and the
     /// caller woken as for any suspension. (`Mailbox.swift` has the invariants.)
