@@ -36,6 +36,16 @@ struct ActorParkedUnarmedTests {
         _ = try actor.request(-1)
     }
 
+    /// "request answered" or "request terminated" for a request of `message`; other errors throw.
+    static func outcome(of actor: CoroutineActor<Int, Int>, _ message: Int) throws -> String {
+        do {
+            _ = try actor.request(message)
+            return "request answered"
+        } catch ActorError.terminated {
+            return "request terminated"
+        }
+    }
+
     @Test("a plain thread's post to an actor parked unarmed only queues while the requester holds the thread; the loop then arms the actor, which handles it before the next request, in order")
     func postFromPlainThreadWhileParkedUnarmed() async throws {
         let (log, reply) = try await Kit.run { () -> ([String], Int) in
@@ -89,12 +99,7 @@ struct ActorParkedUnarmedTests {
             #expect(Self.isParkedUnarmed(actor))   // the cancellation found nothing to claim
             log.append("cancelled")
             try actor.coroutine.join()
-            do {
-                _ = try actor.request(2)
-                log.append("request answered")
-            } catch ActorError.terminated {
-                log.append("request terminated")
-            }
+            log.append(try Self.outcome(of: actor, 2))
             return log.all
         }
         #expect(outcome == ["cancelled", "actor's loop ended", "request terminated"])
@@ -114,12 +119,7 @@ struct ActorParkedUnarmedTests {
             _ = try actor.request(1)
             #expect(Self.isParkedUnarmed(actor))
             actor.cancel()
-            do {
-                _ = try actor.request(2)
-                log.append("request answered")
-            } catch ActorError.terminated {
-                log.append("request terminated")
-            }
+            log.append(try Self.outcome(of: actor, 2))
             return log.all
         }
         #expect(outcome == ["handled 1", "request terminated"])
