@@ -1,6 +1,7 @@
 import Foundation
 import Synchronization
 import Testing
+import CoroutinesTestSupport
 @testable import Coroutines
 
 private typealias Kit = CoroutineTestKit
@@ -45,6 +46,16 @@ struct ActorParkedUnarmedRaceTests {
         }
     }
 
+    /// An ``echo(_:)`` actor parked unarmed: requested twice (the first request finds it not
+    /// yet started, the second is direct), with "owned true" logged if it is then in the slot.
+    fileprivate static func parkedEcho(_ log: Kit.Log<String>) throws -> CoroutineActor<Int, Int> {
+        let actor = echo(log)
+        _ = try actor.request(0)
+        _ = try actor.request(1)
+        log.append("owned \(owned(actor))")
+        return actor
+    }
+
     // MARK: 1. Posts while parked unarmed
 
     @Test("a plain thread posts while the actor is parked unarmed and the requester keeps the thread: the message is handled before the requester's next request (FIFO)")
@@ -70,11 +81,8 @@ struct ActorParkedUnarmedRaceTests {
     func plainThreadPostThenAwait() async throws {
         let log = try await Kit.run { () -> [String] in
             let log = Kit.Log<String>()
-            let actor = Self.echo(log)
+            let actor = try Self.parkedEcho(log)
             defer { actor.cancel() }
-            _ = try actor.request(0)
-            _ = try actor.request(1)
-            log.append("owned \(Self.owned(actor))")
             let promise = Self.onPlainThreadKeepingThisThread { actor.send(2) }
             log.append("send 2 -> \(try promise.await())")
             log.append("owned \(Self.owned(actor))")
@@ -129,11 +137,8 @@ struct ActorParkedUnarmedRaceTests {
     func cancelFromPlainThread() async throws {
         let log = try await Kit.run { () -> [String] in
             let log = Kit.Log<String>()
-            let actor = Self.echo(log)
+            let actor = try Self.parkedEcho(log)
             defer { actor.cancel() }
-            _ = try actor.request(0)
-            _ = try actor.request(1)
-            log.append("owned \(Self.owned(actor))")
             Self.onPlainThreadKeepingThisThread { actor.cancel() }
             log.append("cancelled, owned \(Self.owned(actor)), finished \(actor.coroutine.isFinished)")
             try actor.coroutine.join()
@@ -151,11 +156,8 @@ struct ActorParkedUnarmedRaceTests {
     func cancelFromPlainThreadThenRequest() async throws {
         let log = try await Kit.run { () -> [String] in
             let log = Kit.Log<String>()
-            let actor = Self.echo(log)
+            let actor = try Self.parkedEcho(log)
             defer { actor.cancel() }
-            _ = try actor.request(0)
-            _ = try actor.request(1)
-            log.append("owned \(Self.owned(actor))")
             Self.onPlainThreadKeepingThisThread { actor.cancel() }
             log.append("request -> \(Self.describe { try actor.request(2) })")
             log.append("owned \(Self.owned(actor))")
@@ -170,11 +172,8 @@ struct ActorParkedUnarmedRaceTests {
     func cancelSameThreadThenRequest() async throws {
         let log = try await Kit.run { () -> [String] in
             let log = Kit.Log<String>()
-            let actor = Self.echo(log)
+            let actor = try Self.parkedEcho(log)
             defer { actor.cancel() }
-            _ = try actor.request(0)
-            _ = try actor.request(1)
-            log.append("owned \(Self.owned(actor))")
             actor.cancel()
             log.append("cancelled, owned \(Self.owned(actor))")
             log.append("request -> \(Self.describe { try actor.request(2) })")
@@ -192,10 +191,7 @@ struct ActorParkedUnarmedRaceTests {
     func cancelSameThreadThenSendAndJoin() async throws {
         let log = try await Kit.run { () -> [String] in
             let log = Kit.Log<String>()
-            let actor = Self.echo(log)
-            _ = try actor.request(0)
-            _ = try actor.request(1)
-            log.append("owned \(Self.owned(actor))")
+            let actor = try Self.parkedEcho(log)
             actor.cancel()
             let p = actor.send(2)
             try actor.coroutine.join()
@@ -340,13 +336,13 @@ struct ActorParkedUnarmedRaceTests {
             while true { try Coroutine.yield() }   // the loop handles the stop: this throws
         }
         let box = Kit.Box<CoroutineScheduler?>(s)
-        let watchdog = Kit.startWatchdog(limit: .seconds(60), "stop while parked unarmed", waking: box)
+        let watchdog = Kit.startWatchdog(limit: hangBound, "stop while parked unarmed", waking: box)
         defer { watchdog.cancel() }
         let outcome = await requester.valueResult
         try await actorBox.value!.coroutine.join()
         #expect(Kit.describe(outcome) == "cancelled")
         #expect(log.all == ["handled 0", "handled 1", "owned true", "stop requested, owned true", "loop ended"])
-        #expect(await Kit.eventually(timeout: .seconds(60)) { s.isStopped })
+        #expect(await Kit.eventually(timeout: hangBound) { s.isStopped })
         #expect(Kit.describe(await actorBox.value!.send(5).valueResult) == "error \(ActorError.terminated)")
     }
 
@@ -367,7 +363,7 @@ struct ActorParkedUnarmedRaceTests {
             return Self.describe { try actor.request(2) }
         }
         let box = Kit.Box<CoroutineScheduler?>(s)
-        let watchdog = Kit.startWatchdog(limit: .seconds(60), "self-stop while parked unarmed", waking: box)
+        let watchdog = Kit.startWatchdog(limit: hangBound, "self-stop while parked unarmed", waking: box)
         defer { watchdog.cancel() }
         let outcome = await requester.valueResult
         try await actorBox.value!.coroutine.join()
@@ -377,21 +373,18 @@ struct ActorParkedUnarmedRaceTests {
         #expect(Array(all.prefix(4)) == ["handled 0", "handled 1", "owned true", "stop requested, owned true"])
         #expect(all.last == "loop ended")
         _ = outcome
-        #expect(await Kit.eventually(timeout: .seconds(60)) { s.isStopped })
+        #expect(await Kit.eventually(timeout: hangBound) { s.isStopped })
     }
 
     @Test("runBlocking whose body throws while an actor is parked unarmed: cancelAll from the coroutine, the actor ends, runBlocking throws the error")
     func runBlockingThrowsWhileParkedUnarmed() async throws {
-        let watchdog = Kit.startWatchdog(limit: .seconds(60), "runBlocking with an unarmed actor", waking: Kit.Box<CoroutineScheduler?>(nil))
+        let watchdog = Kit.startWatchdog(limit: hangBound, "runBlocking with an unarmed actor", waking: Kit.Box<CoroutineScheduler?>(nil))
         defer { watchdog.cancel() }
         let log = try await Kit.onPlainThread { () -> [String] in
             let log = Kit.Log<String>()
             do {
                 _ = try Coroutine.runBlocking { () -> Int in
-                    let actor = Self.echo(log)
-                    _ = try actor.request(0)
-                    _ = try actor.request(1)
-                    log.append("owned \(Self.owned(actor))")
+                    _ = try Self.parkedEcho(log)
                     throw Kit.Boom()
                 }
             } catch {
@@ -404,7 +397,7 @@ struct ActorParkedUnarmedRaceTests {
 
     @Test("runBlocking whose body cancels the actor parked unarmed and returns at once: the actor ends, runBlocking returns the value")
     func runBlockingReturnsRightAfterCancellingTheUnarmedActor() async throws {
-        let watchdog = Kit.startWatchdog(limit: .seconds(60), "runBlocking with a cancelled unarmed actor", waking: Kit.Box<CoroutineScheduler?>(nil))
+        let watchdog = Kit.startWatchdog(limit: hangBound, "runBlocking with a cancelled unarmed actor", waking: Kit.Box<CoroutineScheduler?>(nil))
         defer { watchdog.cancel() }
         let (value, log) = try await Kit.onPlainThread { () -> (Int, [String]) in
             let log = Kit.Log<String>()
@@ -426,11 +419,8 @@ struct ActorParkedUnarmedRaceTests {
     func coroutineRunEndsWhileParkedUnarmed() async throws {
         let log = Kit.Log<String>()
         do {
-            _ = try await Kit.run(limit: .seconds(60)) { () -> Int in
-                let actor = Self.echo(log)
-                _ = try actor.request(0)
-                _ = try actor.request(1)
-                log.append("owned \(Self.owned(actor))")
+            _ = try await Kit.run(limit: hangBound) { () -> Int in
+                _ = try Self.parkedEcho(log)
                 throw Kit.Boom()
             }
         } catch {
@@ -444,7 +434,7 @@ struct ActorParkedUnarmedRaceTests {
         let parked = Promise<Void>()
         let go = Kit.Box<Bool>(false)
         let task = Task {
-            try await Kit.run(limit: .seconds(60)) { () -> String in
+            try await Kit.run(limit: hangBound) { () -> String in
                 let actor = Self.echo(log2)
                 _ = try actor.request(0)
                 _ = try actor.request(1)
@@ -590,11 +580,8 @@ struct ActorParkedUnarmedRaceTests {
     func anotherCoroutineTakesTheParkedActor() async throws {
         let log = try await Kit.run { () -> [String] in
             let log = Kit.Log<String>()
-            let actor = Self.echo(log)
+            let actor = try Self.parkedEcho(log)
             defer { actor.cancel() }
-            _ = try actor.request(0)
-            _ = try actor.request(1)
-            log.append("owned \(Self.owned(actor))")
             let other = Coroutine.launch {
                 log.append("other r \(try actor.request(2))")
             }
@@ -816,7 +803,7 @@ struct ActorParkedUnarmedRaceTests {
         let pool = try #require(SchedulerPool(name: "unarmed-pool-stop", count: 2))
         defer { pool.stop() }
         let box = Kit.Box<CoroutineScheduler?>(nil)
-        let watchdog = Kit.startWatchdog(limit: .seconds(60), "pool stop while parked unarmed", waking: box)
+        let watchdog = Kit.startWatchdog(limit: hangBound, "pool stop while parked unarmed", waking: box)
         defer { watchdog.cancel() }
         let log = Kit.Log<String>()
         let actor = CoroutineActor<Int, Int>(on: pool) { mailbox in
@@ -838,7 +825,7 @@ struct ActorParkedUnarmedRaceTests {
         try await actor.coroutine.join()
         #expect(Kit.describe(outcome) == "cancelled")
         #expect(log.all == ["owned true", "pool stop requested, owned true", "loop ended"])
-        #expect(await Kit.eventually(timeout: .seconds(60)) { pool.schedulers.allSatisfy(\.isStopped) })
+        #expect(await Kit.eventually(timeout: hangBound) { pool.schedulers.allSatisfy(\.isStopped) })
     }
 
     @Test("cancel(after:) on the actor's coroutine firing while it is parked unarmed: delivered once the loop has the thread, the actor ends")
