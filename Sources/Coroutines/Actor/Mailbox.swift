@@ -14,9 +14,9 @@ import Synchronization
 //   1. `queued` mirrors `state.count`: written under `lock`, read without it.
 //   2. `parkedEpoch` is written only by the actor's coroutine (the mailbox's `owner`: no other
 //      coroutine may iterate it), before it (or its thread's loop, invariant 12) arms the epoch
-//      it names, and reset to 0 if that wait is interrupted or was never armed. The actor's epoch equals
-//      `parkedEpoch` exactly while it waits in the mailbox: epochs only grow, so a stale value
-//      never matches a later wait (of the body, on a promise, say).
+//      it names, and reset to 0 if that wait is interrupted or was never armed. The actor's
+//      epoch equals `parkedEpoch` exactly while it waits in the mailbox: epochs only grow, so a
+//      stale value never matches a later wait (of the body, on a promise, say).
 //   3. No lost wake-up (Dekker's pattern, every access sequentially consistent): the actor arms
 //      its epoch, then reads `queued`; a poster stores `queued`, then reads the actor's epoch.
 //      One of the two sees the other: the actor does not sleep, or the poster claims its wait.
