@@ -541,8 +541,12 @@ struct EnvelopeReuseEdgeTests {
                     actor.cancel()
                 case .fromPlainThreadParkedUnarmed:
                     let done = Atomic<Bool>(false)
+                    // The thread lets go of its reference before it signals: the drop below
+                    // must be the last one.
+                    let held = Kit.Box<CoroutineActor<Int, Int>?>(actor)
                     Thread.detachNewThread {
-                        actor.cancel()
+                        held.value?.cancel()
+                        held.value = nil
                         done.store(true, ordering: .releasing)
                     }
                     Self.holdThread(until: done)
@@ -553,8 +557,10 @@ struct EnvelopeReuseEdgeTests {
                     try looped.await()
                     log.append("armed \(actor.coroutine.epoch.load(ordering: .relaxed) & 1 == 1)")
                     let done = Promise<Void>()
+                    let held = Kit.Box<CoroutineActor<Int, Int>?>(actor)
                     Thread.detachNewThread {
-                        actor.cancel()
+                        held.value?.cancel()
+                        held.value = nil   // before the signal, as above
                         _ = done.fulfill(())
                     }
                     try done.await()
